@@ -1,0 +1,178 @@
+"""transformers backend for the metric models: load once per process, score in length-sorted batches.
+
+A model reference is a local folder or a Hub id, optionally pinned to a revision. A folder (or
+Hub repo) holding a PEFT adapter is loaded onto its base model and merged, so scoring runs at
+the speed of a plain model.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from simhub.errors import ConfigError, require
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """Where a model comes from: a folder or Hub id, an optional adapter, and pinned revisions."""
+
+    model: str
+    adapter: str | None = None
+    revision: str | None = None
+    adapter_revision: str | None = None
+
+    def describe(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+def _device(device: str | None) -> str:
+    if device:
+        return device
+    torch = require("torch", "metrics")
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _is_adapter(ref: str, revision: str | None) -> bool:
+    if Path(ref).is_dir():
+        return (Path(ref) / "adapter_config.json").is_file()
+    from huggingface_hub import file_exists
+
+    try:
+        return file_exists(ref, "adapter_config.json", revision=revision)
+    except Exception:  # offline or unknown: let from_pretrained report the real problem
+        return False
+
+
+class CausalLM:
+    """A causal LM with its tokenizer and batched log-probability scoring."""
+
+    def __init__(self, ref: ModelRef, device: str | None = None, dtype: str | None = None, batch_size: int = 16):
+        torch = require("torch", "metrics")
+        transformers = require("transformers", "metrics")
+        self.ref = ref
+        self.device = _device(device)
+        self.batch_size = batch_size
+        torch_dtype = getattr(torch, dtype) if dtype else (torch.bfloat16 if self.device.startswith("cuda") else torch.float32)
+        base, adapter, revision = ref.model, ref.adapter, ref.revision
+        adapter_revision = ref.adapter_revision
+        if adapter is None and _is_adapter(base, revision):
+            adapter, adapter_revision = base, revision
+            peft = require("peft", "train")
+            cfg = peft.PeftConfig.from_pretrained(base, revision=revision)
+            base, revision = cfg.base_model_name_or_path, None
+        try:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(adapter or base, revision=adapter_revision if adapter else revision)
+        except (OSError, ValueError):
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(base, revision=revision)
+        try:
+            model = transformers.AutoModelForCausalLM.from_pretrained(base, revision=revision, dtype=torch_dtype)
+        except OSError as exc:
+            raise ConfigError(f"model {base!r} could not be loaded: {exc}") from None
+        if adapter:
+            peft = require("peft", "train")
+            model = peft.PeftModel.from_pretrained(model, adapter, revision=adapter_revision).merge_and_unload()
+        self.model = model.to(self.device).eval()
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.pad_id = self.tokenizer.pad_token_id
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ tokens
+
+    def chat_ids(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=add_generation_prompt)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        return list(ids)
+
+    def text_ids(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    @property
+    def eot_id(self) -> int:
+        return int(self.tokenizer.eos_token_id)
+
+    # ------------------------------------------------------------------ scoring
+
+    def continuation_logprobs(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[np.ndarray]:
+        """Per-token log-probabilities of each continuation given its prompt.
+
+        Sequences are sorted by length and right-padded in batches of ``batch_size``; only the
+        logits at continuation positions are normalised (the full-vocabulary softmax over every
+        prompt position is what makes naive scoring slow and memory-hungry).
+        """
+        torch = require("torch", "metrics")
+        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]), reverse=True)
+        out: list[np.ndarray | None] = [None] * len(pairs)
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            seqs = [list(pairs[i][0]) + list(pairs[i][1]) for i in chunk]
+            width = max(len(s) for s in seqs)
+            ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(seqs), width), dtype=torch.long)
+            for row, seq in enumerate(seqs):
+                ids[row, : len(seq)] = torch.tensor(seq)
+                mask[row, : len(seq)] = 1
+            with self._lock, torch.inference_mode():
+                hidden = self.model.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).last_hidden_state
+                for row, i in enumerate(chunk):
+                    p, c = len(pairs[i][0]), len(pairs[i][1])
+                    if c == 0:
+                        out[i] = np.zeros(0, dtype=np.float64)
+                        continue
+                    logits = self.model.lm_head(hidden[row, p - 1 : p + c - 1]).float()
+                    logp = torch.log_softmax(logits, dim=-1)
+                    target = torch.tensor(list(pairs[i][1]), device=logp.device)
+                    out[i] = logp.gather(1, target[:, None])[:, 0].double().cpu().numpy()
+        return out  # type: ignore[return-value]
+
+    def choose(self, prompts: Sequence[Sequence[int]], options: Sequence[Sequence[int]]) -> tuple[list[int], np.ndarray]:
+        """For each prompt, the index of the most likely option (summed log-prob) and all scores."""
+        pairs = [(p, o) for p in prompts for o in options]
+        scores = np.array([lp.sum() for lp in self.continuation_logprobs(pairs)]).reshape(len(prompts), len(options))
+        return [int(i) for i in scores.argmax(axis=1)], scores
+
+    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int = 400) -> list[str]:
+        """Greedy generation, left-padded batches; returns decoded text without special tokens."""
+        torch = require("torch", "metrics")
+        texts: list[str] = []
+        for start in range(0, len(prompts), self.batch_size):
+            chunk = [list(p) for p in prompts[start : start + self.batch_size]]
+            width = max(len(p) for p in chunk)
+            ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(chunk), width), dtype=torch.long)
+            for row, p in enumerate(chunk):
+                ids[row, width - len(p) :] = torch.tensor(p)
+                mask[row, width - len(p) :] = 1
+            with self._lock, torch.inference_mode():
+                gen = self.model.generate(
+                    input_ids=ids.to(self.device),
+                    attention_mask=mask.to(self.device),
+                    max_new_tokens=max_new_tokens,
+                    do_sample=False,
+                    pad_token_id=self.pad_id,
+                )
+            for row in range(len(chunk)):
+                texts.append(self.tokenizer.decode(gen[row, width:], skip_special_tokens=True))
+        return texts
+
+
+_CACHE: dict[tuple, CausalLM] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def load_causal_lm(ref: ModelRef | str, device: str | None = None, dtype: str | None = None, batch_size: int = 16) -> CausalLM:
+    """Load a model once per process; later calls with the same arguments return the same object."""
+    ref = ModelRef(ref) if isinstance(ref, str) else ref
+    key = (ref, device, dtype)
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            _CACHE[key] = CausalLM(ref, device=device, dtype=dtype, batch_size=batch_size)
+        model = _CACHE[key]
+        model.batch_size = batch_size
+        return model

@@ -1,0 +1,162 @@
+"""The canonical dialogue format (SPEC §7) and its JSONL reader/writer.
+
+Every part of simhub (the converter, training, scoring and the service) speaks these types.
+They are ``msgspec`` structs so that decoding validates types and reports the exact field
+that is wrong (``$.turns[3].role``).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from simhub.errors import SimhubError
+
+Role = Literal["tutor", "student"]
+Correctness = Literal["correct", "incorrect", "na"]
+Level = Literal["low", "neutral", "high"]
+Option = Literal["A", "B", "C", "D"]
+
+#: The five student dialogue acts of the paper, in the order used by the act classifier.
+ACTS: tuple[str, ...] = (
+    "Math Answer",
+    "Seek Information",
+    "Not Understanding",
+    "Acknowledge",
+    "Off-Topic",
+)
+Act = Literal["Math Answer", "Seek Information", "Not Understanding", "Acknowledge", "Off-Topic"]
+CORRECTNESS_LABELS: tuple[str, ...] = ("correct", "incorrect", "na")
+OCEAN_TRAITS: tuple[str, ...] = ("openness", "conscientiousness", "extraversion", "agreeableness", "neuroticism")
+OPTIONS: tuple[str, ...] = ("A", "B", "C", "D")
+#: The catch-all knowledge component every dialogue has in addition to its level-3 subjects.
+DEFAULT_KC = "Default"
+
+
+class SchemaError(SimhubError, ValueError):
+    """Raised when data does not follow the canonical format; the message names where."""
+
+
+class Question(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    text: str
+    correct_option: Option | None = None
+    solution: str | None = None
+    option_explanations: dict[str, str] | None = None
+    solvable: bool | None = None
+
+
+class Persona(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """OCEAN persona: each trait is low, neutral or high."""
+
+    openness: Level
+    conscientiousness: Level
+    extraversion: Level
+    agreeableness: Level
+    neuroticism: Level
+
+
+class Turn(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+    role: Role
+    content: str
+    act: Act | None = None
+    correctness: Correctness | None = None
+    kcs: list[str] | None = None
+
+
+class Dialogue(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    id: str
+    question: Question
+    kcs: list[str] = msgspec.field(default_factory=list)
+    persona: Persona | None = None
+    profile: str | None = None
+    turns: list[Turn] = msgspec.field(default_factory=list)
+
+    @property
+    def all_kcs(self) -> list[str]:
+        """The dialogue's level-3 KCs plus the catch-all ``Default`` (evaluation KC set)."""
+        return [*self.kcs, *([] if DEFAULT_KC in self.kcs else [DEFAULT_KC])]
+
+    def student_turn_indices(self) -> list[int]:
+        return [i for i, t in enumerate(self.turns) if t.role == "student"]
+
+    def check_student_turn(self, index: int, field: str = "turn_index") -> Turn:
+        """Return turn ``index`` if it exists and is a student turn, else raise SchemaError naming ``field``."""
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise SchemaError(f"{field}: expected an integer, got {type(index).__name__}")
+        if not 0 <= index < len(self.turns):
+            raise SchemaError(
+                f"{field}: {index} is out of range for dialogue {self.id!r} with {len(self.turns)} turns"
+            )
+        turn = self.turns[index]
+        if turn.role != "student":
+            raise SchemaError(f"{field}: turn {index} of dialogue {self.id!r} is a tutor turn, not a student turn")
+        return turn
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def to_json(obj: msgspec.Struct) -> bytes:
+    return _encoder.encode(obj)
+
+
+def to_builtins(obj: msgspec.Struct) -> dict:
+    return msgspec.to_builtins(obj)
+
+
+def dialogue_from_dict(data: object, where: str = "dialogue") -> Dialogue:
+    """Validate a decoded JSON object as a Dialogue; errors name ``where`` and the field path."""
+    try:
+        return msgspec.convert(data, type=Dialogue)
+    except msgspec.ValidationError as exc:
+        raise SchemaError(f"{where}: {exc}") from None
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> list[Dialogue]:
+    return list(iter_jsonl(path))
+
+
+def iter_jsonl(path: str | os.PathLike[str], type: type = Dialogue) -> Iterator:  # noqa: A002
+    """Yield validated records; a bad line raises SchemaError with ``file:line: message``."""
+    path = Path(path)
+    if not path.is_file():
+        raise SchemaError(f"{path}: no such file")
+    decoder = msgspec.json.Decoder(type=type)
+    with path.open("rb") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield decoder.decode(line)
+            except msgspec.ValidationError as exc:
+                raise SchemaError(f"{path}:{lineno}: {exc}") from None
+            except msgspec.DecodeError as exc:
+                raise SchemaError(f"{path}:{lineno}: invalid JSON ({exc})") from None
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_jsonl(path: str | os.PathLike[str], records: Iterable[msgspec.Struct | dict]) -> int:
+    """Atomically write records as JSON lines; returns the number written."""
+    lines = [_encoder.encode(r) for r in records]
+    atomic_write_bytes(path, b"".join(line + b"\n" for line in lines))
+    return len(lines)

@@ -1,0 +1,332 @@
+"""The Scorer: every realism metric for a batch of simulated turns, batched across items.
+
+An item is a real dialogue, the index of a real student turn in it, and the simulated text for
+that turn. Each metric runs once over all the items that it applies to (in chunks, with a
+progress bar), each model is loaded once per process, and a bad item yields a per-item error
+instead of failing the batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from simhub.backends.hf import ModelRef
+from simhub.errors import ConfigError, SimhubError
+from simhub.metrics.registry import METRIC_NAMES, check_metric_names
+from simhub.schema import Dialogue, SchemaError
+
+#: Candidates longer than this are not scored (the models' context would be exceeded).
+MAX_CANDIDATE_CHARS = 8000
+
+
+@dataclass
+class ScoreItem:
+    dialogue: Dialogue
+    turn_index: int
+    candidate: str
+
+
+@dataclass
+class ItemResult:
+    scores: dict[str, float | None]
+    details: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {"scores": self.scores, "details": self.details}
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+@dataclass
+class ScoreResult:
+    items: list[ItemResult]
+    summary: dict[str, dict[str, float | int | None]]
+
+    def to_dict(self) -> dict:
+        return {"items": [i.to_dict() for i in self.items], "summary": self.summary}
+
+
+@dataclass
+class ScorerConfig:
+    """Which model backs each metric. A metric whose model is None is not configured."""
+
+    acts: ModelRef | None = None
+    judge: dict | None = None
+    knowledge: ModelRef | None = None
+    #: ``"paper"`` (cutoffs from the scored set itself) or a path to ``kt_cutoffs.json``;
+    #: ``"model"`` reads ``kt_cutoffs.json`` from the knowledge model folder.
+    knowledge_cutoffs: str = "paper"
+    cosine: str | None = "minilm"
+    tutor_response: ModelRef | None = None
+    device: str | None = None
+    batch_size: int = 16
+    chunk_size: int = 128
+    max_candidate_chars: int = MAX_CANDIDATE_CHARS
+
+    def configured(self) -> list[str]:
+        have = {
+            "acts": self.acts is not None,
+            "correctness": self.judge is not None,
+            "errors": self.judge is not None,
+            "knowledge": self.knowledge is not None,
+            "cosine": self.cosine is not None,
+            "rouge_l": True,
+            "tutor_response": self.tutor_response is not None,
+        }
+        return [m for m in METRIC_NAMES if have[m]]
+
+
+def summarize(values: Sequence[float | None]) -> dict[str, float | int | None]:
+    """Mean, (population) std and count over the non-null values."""
+    xs = np.array([v for v in values if v is not None], dtype=np.float64)
+    if xs.size == 0:
+        return {"mean": None, "std": None, "count": 0}
+    return {"mean": float(xs.mean()), "std": float(xs.std()), "count": int(xs.size)}
+
+
+class Scorer:
+    def __init__(self, config: ScorerConfig | None = None):
+        self.config = config or ScorerConfig()
+        self._models: dict[str, Any] = {}
+
+    @property
+    def metrics(self) -> list[str]:
+        return self.config.configured()
+
+    # ------------------------------------------------------------------ models (lazy, once)
+
+    def _model(self, name: str, factory: Callable[[], Any]) -> Any:
+        if name not in self._models:
+            self._models[name] = factory()
+        return self._models[name]
+
+    def cosine_model(self):
+        from simhub.metrics.cosine import CosineScorer
+
+        return self._model("cosine", lambda: CosineScorer(self.config.cosine, self.config.device))
+
+    def act_model(self):
+        from simhub.metrics.acts import ActClassifier
+
+        return self._model("acts", lambda: ActClassifier(self.config.acts, self.config.device, self.config.batch_size))
+
+    def judge_model(self):
+        from simhub.metrics.judge import make_judge
+
+        return self._model("judge", lambda: make_judge(self.config.judge, self.config.device, self.config.batch_size))
+
+    def tutor_model(self):
+        from simhub.metrics.tutor_response import TutorResponseScorer
+
+        return self._model(
+            "tutor_response", lambda: TutorResponseScorer(self.config.tutor_response, self.config.device, self.config.batch_size)
+        )
+
+    def knowledge_model(self):
+        from simhub.metrics.knowledge import KnowledgeTracer
+
+        return self._model(
+            "knowledge", lambda: KnowledgeTracer(self.config.knowledge, device=self.config.device, batch_size=self.config.batch_size)
+        )
+
+    def load(self, metrics: Sequence[str] | None = None) -> None:
+        """Load every model the given metrics need (the service does this before it is ready)."""
+        names = self._resolve(metrics)
+        loaders = {"acts": self.act_model, "correctness": self.judge_model, "errors": self.judge_model,
+                   "knowledge": self.knowledge_model, "cosine": self.cosine_model, "tutor_response": self.tutor_model}
+        for name in names:
+            if name in loaders:
+                loaders[name]()
+
+    def _resolve(self, metrics: Sequence[str] | None) -> list[str]:
+        if metrics is None:
+            return self.metrics
+        names = check_metric_names(metrics)
+        missing = [m for m in names if m not in self.metrics]
+        if missing:
+            raise ConfigError(f"metrics: {', '.join(missing)} not configured in this profile (configured: {', '.join(self.metrics)})")
+        return names
+
+    # ------------------------------------------------------------------ scoring
+
+    def validate(self, item: ScoreItem) -> str | None:
+        """The reason an item cannot be scored at all, or None."""
+        try:
+            item.dialogue.check_student_turn(item.turn_index)
+        except SchemaError as exc:
+            return str(exc)
+        if not isinstance(item.candidate, str):
+            return f"candidate: expected a string, got {type(item.candidate).__name__}"
+        if not item.candidate.strip():
+            return "candidate: empty text"
+        if len(item.candidate) > self.config.max_candidate_chars:
+            return f"candidate: {len(item.candidate)} characters, more than the limit of {self.config.max_candidate_chars}"
+        return None
+
+    def score(self, items: Sequence[ScoreItem], metrics: Sequence[str] | None = None, progress: bool = False) -> ScoreResult:
+        names = self._resolve(metrics)
+        results = [ItemResult(scores=dict.fromkeys(names)) for _ in items]
+        valid: list[int] = []
+        for n, item in enumerate(items):
+            reason = self.validate(item)
+            if reason is None:
+                valid.append(n)
+                results[n].details["null_reasons"] = {}
+            else:
+                results[n].error = reason
+        stages = [
+            ("rouge_l", self._rouge_l),
+            ("cosine", self._cosine),
+            ("acts", self._acts),
+            ("correctness", self._judge),
+            ("knowledge", self._knowledge),
+            ("tutor_response", self._tutor_response),
+        ]
+        summary_extra: dict[str, dict] = {}
+        wanted = set(names)
+        if "errors" in wanted:
+            wanted.add("correctness")
+        for name, stage in stages:
+            if name not in wanted or not valid:
+                continue
+            extra = stage(items, valid, results, progress)
+            if extra:
+                summary_extra[name] = extra
+        for n in valid:
+            if not results[n].details["null_reasons"]:
+                del results[n].details["null_reasons"]
+        summary = {m: summarize([r.scores.get(m) for r in results]) for m in names}
+        for m, extra in summary_extra.items():
+            if m in summary:
+                summary[m].update(extra)
+        return ScoreResult(items=results, summary=summary)
+
+    # ------------------------------------------------------------------ stages
+
+    def _chunks(self, indices: list[int], desc: str, progress: bool):
+        size = max(1, self.config.chunk_size)
+        bar = None
+        if progress and len(indices) > size:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(indices), desc=desc, unit="turn")
+        for start in range(0, len(indices), size):
+            chunk = indices[start : start + size]
+            yield chunk
+            if bar is not None:
+                bar.update(len(chunk))
+        if bar is not None:
+            bar.close()
+
+    @staticmethod
+    def _null(result: ItemResult, metric: str, reason: str) -> None:
+        if metric in result.scores:
+            result.scores[metric] = None
+            result.details["null_reasons"][metric] = reason
+
+    def _guard(self, metric_names: Sequence[str], chunk: list[int], results: list[ItemResult], fn: Callable[[], None]) -> None:
+        """Run one chunk; a model failure nulls the chunk's scores with the error type, not the batch."""
+        try:
+            fn()
+        except SimhubError as exc:
+            for n in chunk:
+                for m in metric_names:
+                    self._null(results[n], m, f"failed: {exc}")
+        except (RuntimeError, ValueError) as exc:
+            for n in chunk:
+                for m in metric_names:
+                    self._null(results[n], m, f"failed: {type(exc).__name__}")
+
+    def _real(self, item: ScoreItem) -> str:
+        return item.dialogue.turns[item.turn_index].content
+
+    def _rouge_l(self, items, valid, results, progress):
+        from simhub.metrics.rouge_l import rouge_l_batch
+
+        values = rouge_l_batch([self._real(items[n]) for n in valid], [items[n].candidate for n in valid])
+        for n, v in zip(valid, values, strict=True):
+            results[n].scores["rouge_l"] = float(v)
+
+    def _cosine(self, items, valid, results, progress):
+        model = self.cosine_model()
+        for chunk in self._chunks(valid, "cosine", progress):
+            def run(chunk=chunk):
+                values = model.score([self._real(items[n]) for n in chunk], [items[n].candidate for n in chunk])
+                for n, v in zip(chunk, values, strict=True):
+                    results[n].scores["cosine"] = v
+            self._guard(["cosine"], chunk, results, run)
+
+    def _acts(self, items, valid, results, progress):
+        model = self.act_model()
+        todo = []
+        for n in valid:
+            real = items[n].dialogue.turns[items[n].turn_index].act
+            if real is None:
+                self._null(results[n], "acts", "real turn has no act label")
+            else:
+                todo.append(n)
+        for chunk in self._chunks(todo, "acts", progress):
+            def run(chunk=chunk):
+                predicted, _ = model.predict(
+                    [(items[n].dialogue, items[n].dialogue.turns[: items[n].turn_index], items[n].candidate) for n in chunk]
+                )
+                for n, act in zip(chunk, predicted, strict=True):
+                    real = items[n].dialogue.turns[items[n].turn_index].act
+                    results[n].scores["acts"] = float(act == real)
+                    results[n].details["acts"] = {"predicted": act, "real": real}
+            self._guard(["acts"], chunk, results, run)
+
+    def _judge(self, items, valid, results, progress):
+        from simhub.metrics.judge import JudgeRequest, parse_verdict
+
+        todo = []
+        for n in valid:
+            label = items[n].dialogue.turns[items[n].turn_index].correctness
+            if label in ("correct", "incorrect"):
+                todo.append(n)
+            else:
+                verdict = parse_verdict(None, label)
+                for m, reason in verdict.reasons.items():
+                    self._null(results[n], m, reason)
+        if not todo:
+            return
+        judge = self.judge_model()
+        for chunk in self._chunks(todo, "judge", progress):
+            def run(chunk=chunk):
+                requests = []
+                for n in chunk:
+                    it = items[n]
+                    turn = it.dialogue.turns[it.turn_index]
+                    requests.append(JudgeRequest(it.dialogue, it.dialogue.turns[: it.turn_index], turn.content, turn.correctness, it.candidate))
+                answers = judge.answer(requests)
+                for n, answer, req in zip(chunk, answers, requests, strict=True):
+                    verdict = parse_verdict(answer, req.real_label)
+                    for m in ("correctness", "errors"):
+                        if m in results[n].scores:
+                            results[n].scores[m] = getattr(verdict, m)
+                            if m in verdict.reasons:
+                                results[n].details["null_reasons"][m] = verdict.reasons[m]
+                    results[n].details["judge"] = {"answer": answer, "real_label": req.real_label}
+            self._guard(["correctness", "errors"], chunk, results, run)
+
+    def _tutor_response(self, items, valid, results, progress):
+        model = self.tutor_model()
+        for chunk in self._chunks(valid, "tutor_response", progress):
+            def run(chunk=chunk):
+                values = model.score([(items[n].dialogue, items[n].turn_index, items[n].candidate) for n in chunk])
+                for n, v in zip(chunk, values, strict=True):
+                    if v is None:
+                        self._null(results[n], "tutor_response", "no tutor turn follows this student turn")
+                    elif math.isfinite(v):
+                        results[n].scores["tutor_response"] = v
+            self._guard(["tutor_response"], chunk, results, run)
+
+    def _knowledge(self, items, valid, results, progress):
+        raise NotImplementedError  # replaced below once the knowledge module lands
