@@ -58,6 +58,24 @@ def _data_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+@_command("data.items")
+def _data_items(args: argparse.Namespace) -> int:
+    from simhub.schema import atomic_write_bytes, read_jsonl, to_json
+    from simhub.scoring import ScoreItemIn
+
+    lines = []
+    for dialogue in read_jsonl(args.file):
+        previous = "I don't know."
+        for index in dialogue.student_turn_indices():
+            real = dialogue.turns[index].content
+            candidate = real if args.candidate == "real" else previous
+            lines.append(to_json(ScoreItemIn(dialogue=dialogue, turn_index=index, candidate=candidate)) + b"\n")
+            previous = real
+    atomic_write_bytes(args.output, b"".join(lines))
+    print(f"{len(lines)} items ({args.candidate}) -> {args.output}")
+    return 0
+
+
 @_command("data.make-sample")
 def _make_sample(args: argparse.Namespace) -> int:
     from simhub.data.sample import generate_sample
@@ -74,6 +92,43 @@ def _tiny(args: argparse.Namespace) -> int:
     paths = build_kit(args.output, seed=args.seed)
     for name, path in paths.items():
         print(f"{name}: {path}")
+    return 0
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def _scorer(profile: str):
+    from simhub.profiles import load_profile, scorer_config
+    from simhub.scoring import Scorer
+
+    return Scorer(scorer_config(load_profile(profile)))
+
+
+@_command("score")
+def _score(args: argparse.Namespace) -> int:
+    from simhub.metrics.registry import check_metric_names
+    from simhub.schema import atomic_write_bytes, iter_jsonl, to_json
+    from simhub.scoring import ScoreItem, ScoreItemIn, format_summary
+
+    metrics = check_metric_names([m.strip() for m in args.metrics.split(",") if m.strip()], "--metrics") if args.metrics else None
+    records = list(iter_jsonl(args.input, type=ScoreItemIn))
+    scorer = _scorer(args.profile)
+    result = scorer.score([ScoreItem(r.dialogue, r.turn_index, r.candidate) for r in records], metrics, progress=True)
+    payload = b"".join(to_json(item.to_dict()) + b"\n" for item in result.items)
+    atomic_write_bytes(args.output, payload)
+    errors = sum(1 for item in result.items if item.error)
+    print(format_summary(result.summary))
+    print(f"{len(result.items)} items scored -> {args.output}" + (f" ({errors} with errors)" if errors else ""))
+    return 0
+
+
+@_command("kt-cutoffs")
+def _kt_cutoffs(args: argparse.Namespace) -> int:
+    from simhub.scoring import compute_reference_cutoffs
+
+    path, cutoffs, count = compute_reference_cutoffs(args.profile, args.data, args.output, limit=args.limit)
+    print(f"cutoffs {[round(float(c), 6) for c in cutoffs]} from {count} real deltas -> {path}")
     return 0
 
 
@@ -99,6 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("file")
     stats.add_argument("--json", action="store_true", help="print JSON instead of a table")
     stats.set_defaults(handler="data.stats")
+    items = data_sub.add_parser("items", help="score items for every student turn of a JSONL file (baselines)")
+    items.add_argument("file")
+    items.add_argument("--candidate", choices=["previous", "real"], default="previous",
+                       help="previous: the student's previous turn (a naive simulator); real: the real turn (a ceiling)")
+    items.add_argument("--output", required=True)
+    items.set_defaults(handler="data.items")
     sample = data_sub.add_parser("make-sample", help="regenerate the seeded sample corpus")
     sample.add_argument("--output", required=True)
     sample.add_argument("--seed", type=int, default=221)
@@ -108,6 +169,20 @@ def build_parser() -> argparse.ArgumentParser:
     tiny.add_argument("--output", default=".simhub/tiny", help="folder for the kit (default: .simhub/tiny)")
     tiny.add_argument("--seed", type=int, default=0)
     tiny.set_defaults(handler="tiny")
+
+    score = sub.add_parser("score", help="score simulated student turns with the realism metrics")
+    score.add_argument("--input", required=True, help='JSONL of {"dialogue", "turn_index", "candidate"}')
+    score.add_argument("--output", required=True, help='JSONL of {"scores", "details"}, one line per input')
+    score.add_argument("--metrics", help="comma-separated metric names (default: all configured)")
+    score.add_argument("--profile", default="demo", help="profile name or YAML path (default: demo)")
+    score.set_defaults(handler="score")
+
+    cut = sub.add_parser("kt-cutoffs", help="compute the knowledge quantile cutoffs on a reference split")
+    cut.add_argument("--data", required=True, help="reference dialogues (JSONL), e.g. the validation split")
+    cut.add_argument("--profile", default="demo")
+    cut.add_argument("--output", help="kt_cutoffs.json to write (default: in the KT model folder)")
+    cut.add_argument("--limit", type=int, help="use at most this many dialogues")
+    cut.set_defaults(handler="kt-cutoffs")
 
     for register in _EXTRA_PARSERS:
         register(sub)

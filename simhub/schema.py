@@ -121,7 +121,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[Dialogue]:
     return list(iter_jsonl(path))
 
 
-def iter_jsonl(path: str | os.PathLike[str], type: type = Dialogue) -> Iterator:  # noqa: A002
+def iter_jsonl(path: str | os.PathLike[str], type: type = Dialogue) -> Iterator:
     """Yield validated records; a bad line raises SchemaError with ``file:line: message``."""
     path = Path(path)
     if not path.is_file():

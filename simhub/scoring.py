@@ -11,8 +11,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from simhub.backends.hf import ModelRef
@@ -22,6 +24,14 @@ from simhub.schema import Dialogue, SchemaError
 
 #: Candidates longer than this are not scored (the models' context would be exceeded).
 MAX_CANDIDATE_CHARS = 8000
+
+
+class ScoreItemIn(msgspec.Struct, forbid_unknown_fields=True):
+    """One line of a ``simhub score`` input file."""
+
+    dialogue: Dialogue
+    turn_index: int
+    candidate: str
 
 
 @dataclass
@@ -89,6 +99,19 @@ def summarize(values: Sequence[float | None]) -> dict[str, float | int | None]:
     if xs.size == 0:
         return {"mean": None, "std": None, "count": 0}
     return {"mean": float(xs.mean()), "std": float(xs.std()), "count": int(xs.size)}
+
+
+def format_summary(summary: dict[str, dict]) -> str:
+    """The summary as a table: metric, mean, std, count (and QWK for knowledge)."""
+    lines = [f"{'metric':<16}{'mean':>8}{'std':>8}{'count':>7}"]
+    for name, s in summary.items():
+        mean = "-" if s.get("mean") is None else f"{s['mean']:.4f}"
+        std = "-" if s.get("std") is None else f"{s['std']:.4f}"
+        line = f"{name:<16}{mean:>8}{std:>8}{s.get('count', 0):>7}"
+        if s.get("qwk") is not None:
+            line += f"  qwk={s['qwk']:.4f}"
+        lines.append(line)
+    return "\n".join(lines)
 
 
 class Scorer:
@@ -328,5 +351,86 @@ class Scorer:
                         results[n].scores["tutor_response"] = v
             self._guard(["tutor_response"], chunk, results, run)
 
+    def knowledge_cutoffs(self):
+        """Service-mode cutoffs (a file, or ``kt_cutoffs.json`` of the KT model); None in paper mode."""
+        from simhub.metrics.knowledge import KT_CUTOFFS_FILE, load_cutoffs
+
+        mode = self.config.knowledge_cutoffs
+        if mode == "paper":
+            return None
+        if mode != "model":
+            return load_cutoffs(Path(mode))
+        ref = self.config.knowledge
+        source = ref.adapter or ref.model
+        if Path(source).is_dir():
+            return load_cutoffs(Path(source) / KT_CUTOFFS_FILE)
+        from huggingface_hub import hf_hub_download
+
+        try:
+            path = hf_hub_download(source, KT_CUTOFFS_FILE, revision=ref.adapter_revision if ref.adapter else ref.revision)
+        except Exception as exc:
+            raise ConfigError(f"knowledge cutoffs: {KT_CUTOFFS_FILE} not found for {source!r} ({type(exc).__name__})") from None
+        return load_cutoffs(Path(path))
+
     def _knowledge(self, items, valid, results, progress):
-        raise NotImplementedError  # replaced below once the knowledge module lands
+        from simhub.metrics.knowledge import NoDelta, knowledge_deltas, knowledge_scores, paper_cutoffs
+
+        tracer = self.knowledge_model()
+        deltas: dict[int, object] = {}
+        for chunk in self._chunks(valid, "knowledge", progress):
+            def run(chunk=chunk):
+                out = knowledge_deltas(tracer, [(items[n].dialogue, items[n].turn_index, items[n].candidate) for n in chunk])
+                deltas.update(zip(chunk, out, strict=True))
+            self._guard(["knowledge"], chunk, results, run)
+        scored = [n for n in valid if n in deltas]
+        for n in scored:
+            if isinstance(deltas[n], NoDelta):
+                self._null(results[n], "knowledge", deltas[n].reason)
+        computed = [deltas[n] for n in scored]
+        cutoffs = self.knowledge_cutoffs()
+        if cutoffs is None:
+            if not any(not isinstance(d, NoDelta) for d in computed):
+                return {"qwk": None, "cutoffs": None, "cutoff_source": "paper"}
+            cutoffs = paper_cutoffs(computed)
+        per_item, summary = knowledge_scores(computed, cutoffs)
+        for n, info in zip(scored, per_item, strict=True):
+            if isinstance(deltas[n], NoDelta):
+                continue
+            results[n].scores["knowledge"] = info["score"]
+            results[n].details["knowledge"] = {k: v for k, v in info.items() if k != "score"}
+        summary = {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in summary.items()}
+        summary["cutoff_source"] = self.config.knowledge_cutoffs
+        return summary
+
+
+def compute_reference_cutoffs(profile: str, data: str, output: str | None = None, limit: int | None = None):
+    """Compute knowledge cutoffs once on a reference split (real deltas) and store them.
+
+    Returns (path written, cutoffs, number of real deltas pooled).
+    """
+    from simhub.metrics.knowledge import KT_CUTOFFS_FILE, paper_cutoffs, pooled_real_deltas, save_cutoffs
+    from simhub.profiles import load_profile, scorer_config
+    from simhub.schema import read_jsonl
+
+    config = scorer_config(load_profile(profile))
+    if config.knowledge is None:
+        raise ConfigError(f"profile {profile!r} has no knowledge model (scoring.metrics.knowledge)")
+    dialogues = read_jsonl(data)[:limit] if limit else read_jsonl(data)
+    scorer = Scorer(config)
+    tracer = scorer.knowledge_model()
+    from simhub.metrics.knowledge import knowledge_deltas
+
+    items = [(d, i, d.turns[i].content) for d in dialogues for i in d.student_turn_indices()]
+    if not items:
+        raise ConfigError(f"{data}: no student turns to compute cutoffs from")
+    deltas = []
+    size = max(1, config.chunk_size)
+    from tqdm.auto import tqdm
+
+    for start in tqdm(range(0, len(items), size), desc="kt-cutoffs", unit="chunk"):
+        deltas.extend(knowledge_deltas(tracer, items[start : start + size]))
+    cutoffs = paper_cutoffs(deltas)
+    target = Path(output) if output else Path(config.knowledge.adapter or config.knowledge.model) / KT_CUTOFFS_FILE
+    count = int(pooled_real_deltas(deltas).size)
+    save_cutoffs(target, cutoffs, {"n_deltas": count, "source": str(data), "model": config.knowledge.describe()})
+    return target, cutoffs, count

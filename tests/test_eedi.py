@@ -209,7 +209,7 @@ def test_parquet_userid_alias(tmp_path):
 
 def test_missing_file_names_it(small_raw):
     (small_raw / "dialogue-subjects.csv").unlink()
-    with pytest.raises(DataError, match="dialogue-subjects.csv: missing file"):
+    with pytest.raises(DataError, match=r"dialogue-subjects\.csv: missing file"):
         load_eedi(small_raw)
 
 
@@ -217,7 +217,7 @@ def test_missing_column_names_it(small_raw):
     path = small_raw / "anchored-dialogues/train.csv"
     text = path.read_text().replace("IsTutor", "Role")
     path.write_text(text)
-    with pytest.raises(DataError, match="missing column.*IsTutor"):
+    with pytest.raises(DataError, match=r"missing column.*IsTutor"):
         load_eedi(small_raw)
 
 

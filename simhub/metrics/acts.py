@@ -19,7 +19,7 @@ from simhub.schema import ACTS, Dialogue, Turn
 class ActClassifier:
     def __init__(self, ref: ModelRef | str, device: str | None = None, batch_size: int = 16):
         self.lm: CausalLM = load_causal_lm(ref, device=device, batch_size=batch_size)
-        self.label_ids = [self.lm.text_ids(label) + [self.lm.eot_id] for label in ACTS]
+        self.label_ids = [[*self.lm.text_ids(label), self.lm.eot_id] for label in ACTS]
 
     def predict(self, items: Sequence[tuple[Dialogue, list[Turn], str]]) -> tuple[list[str], np.ndarray]:
         """Predicted act per ``(dialogue, history, student_text)`` and the label log-probabilities."""

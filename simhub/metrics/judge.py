@@ -83,7 +83,7 @@ class LocalJudge:
 
     def __init__(self, ref: ModelRef | str, device: str | None = None, batch_size: int = 16):
         self.lm = load_causal_lm(ref, device=device, batch_size=batch_size)
-        self.option_ids = [self.lm.text_ids(o) + [self.lm.eot_id] for o in JUDGE_OPTIONS]
+        self.option_ids = [[*self.lm.text_ids(o), self.lm.eot_id] for o in JUDGE_OPTIONS]
 
     def answer(self, requests: Sequence[JudgeRequest]) -> list[str | None]:
         if not requests:

@@ -29,7 +29,7 @@ def tutor_response_pair(lm: CausalLM, dialogue: Dialogue, index: int, candidate:
         return None
     simulated = substitute(dialogue, index, candidate)
     prompt = lm.chat_ids(tutor_messages(simulated, upto=index + 1))
-    target = lm.text_ids(dialogue.turns[index + 1].content.strip()) + [lm.eot_id]
+    target = [*lm.text_ids(dialogue.turns[index + 1].content.strip()), lm.eot_id]
     return prompt, target
 
 

@@ -1,0 +1,111 @@
+"""Scorer throughput: batched scoring against a naive per-turn loop, on the sample corpus.
+
+Both modes use the same profile and the same items, and both load each model once (the naive loop
+calls ``Scorer.score`` with one item at a time, as the research code scores turn by turn). Each mode
+runs in its own process so that peak memory (max RSS) is measured separately.
+
+    python benchmarks/bench_scorer.py                  # demo profile, writes benchmarks/results/scorer.json
+    python benchmarks/bench_scorer.py --profile paper-8b --split test --items 0   # on a GPU, every turn
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results" / "scorer.json"
+
+
+def build_items(split: str, limit: int):
+    """Every real student turn of the split, with the next student turn's text as the candidate."""
+    from simhub.data.eedi import load_eedi
+    from simhub.data.sample import sample_annotations_dir, sample_raw_dir
+    from simhub.scoring import ScoreItem
+
+    corpus = load_eedi(sample_raw_dir(), sample_annotations_dir())
+    items = []
+    for dialogue in corpus[split]:
+        students = dialogue.student_turn_indices()
+        for k, index in enumerate(students):
+            candidate = dialogue.turns[students[(k + 1) % len(students)]].content
+            items.append(ScoreItem(dialogue, index, candidate))
+    return items[:limit] if limit else items
+
+
+def run_mode(mode: str, profile: str, split: str, limit: int, metrics: list[str] | None) -> dict:
+    from simhub.profiles import load_profile, scorer_config
+    from simhub.scoring import Scorer
+
+    items = build_items(split, limit)
+    scorer = Scorer(scorer_config(load_profile(profile)))
+    names = metrics or scorer.metrics
+    scorer.load(names)
+    scorer.score(items[:2], names)  # warm-up: first-call allocations are not what we measure
+    start = time.perf_counter()
+    if mode == "batched":
+        result = scorer.score(items, names)
+        summary = result.summary
+    else:
+        results = [scorer.score([item], names) for item in items]
+        summary = None
+    seconds = time.perf_counter() - start
+    return {
+        "mode": mode,
+        "items": len(items),
+        "metrics": names,
+        "seconds": seconds,
+        "turns_per_second": len(items) / seconds,
+        "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "summary": summary,
+        "naive_results": None if mode == "batched" else len(results),
+    }
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="demo")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--items", type=int, default=300, help="number of turns (0 = all)")
+    parser.add_argument("--metrics", help="comma-separated metrics (default: all configured)")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--mode", choices=["batched", "naive"], help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    metrics = args.metrics.split(",") if args.metrics else None
+    if args.mode:
+        print(json.dumps(run_mode(args.mode, args.profile, args.split, args.items, metrics)))
+        return
+    runs = {}
+    for mode in ("batched", "naive"):
+        cmd = [sys.executable, __file__, "--mode", mode, "--profile", args.profile, "--split", args.split,
+               "--items", str(args.items)] + (["--metrics", args.metrics] if args.metrics else [])
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        runs[mode] = json.loads(out.strip().splitlines()[-1])
+        print(f"{mode:>8}: {runs[mode]['turns_per_second']:.1f} turns/s, peak RSS {runs[mode]['max_rss_mb']:.0f} MB")
+    import torch
+
+    report = {
+        "profile": args.profile,
+        "split": args.split,
+        "items": runs["batched"]["items"],
+        "metrics": runs["batched"]["metrics"],
+        "batched": {k: runs["batched"][k] for k in ("seconds", "turns_per_second", "max_rss_mb")},
+        "naive": {k: runs["naive"][k] for k in ("seconds", "turns_per_second", "max_rss_mb")},
+        "speedup": runs["naive"]["seconds"] / runs["batched"]["seconds"],
+        "batched_summary": runs["batched"]["summary"],
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores",
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"speed-up {report['speedup']:.1f}x -> {args.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""Student realism: the seven reference-based realism metrics of simhub as an ``evaluate`` module.
+
+A thin adapter over :class:`simhub.scoring.Scorer`; the metric logic lives in the library.
+"""
+
+import datasets
+import evaluate
+
+from simhub.metrics.registry import check_metric_names
+from simhub.schema import dialogue_from_dict
+from simhub.scoring import ScoreItem, Scorer, ScorerConfig
+
+_CITATION = """\
+@article{scarlatos2025simulated,
+  title={Simulated Students in Tutoring Dialogues: Substance or Illusion?},
+  author={Scarlatos, Alexander and Lee, Jaewook and Woodhead, Simon and Lan, Andrew},
+  year={2025}
+}
+"""
+
+_DESCRIPTION = """\
+How realistic is a simulated student turn? Each prediction (simulated turn) is compared with the
+reference (the real student turn at the same point of a real dialogue). From text alone the module
+gives ROUGE-L and embedding cosine similarity; with the dialogues and the index of the real turn
+and a profile with metric models it gives all seven metrics: acts, correctness, errors, knowledge,
+cosine, rouge_l and tutor_response.
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    predictions (list of str): simulated student turns.
+    references (list of str): the real student turns.
+    dialogues (list of dict, optional): the real dialogues in simhub's canonical JSON format.
+    turn_indices (list of int, optional): index of the real student turn in each dialogue.
+    metrics (list of str, optional): metric names (default: rouge_l and cosine from text alone,
+        all configured ones with dialogues).
+    profile (str, optional): simhub profile with the metric models (default: none, text metrics only).
+    return_items (bool, optional): also return the per-item scores (default False).
+Returns:
+    For each metric, the mean over non-null items (None when all are null), plus
+    ``{metric}_std`` and ``{metric}_count``.
+Examples:
+    >>> realism = evaluate.load("metrics/student_realism")
+    >>> out = realism.compute(predictions=["8/5"], references=["5/8 divided by 1/6?"], metrics=["rouge_l"])
+    >>> round(out["rouge_l"], 4)
+    0.25
+"""
+
+_SCORERS: dict = {}
+
+
+def _scorer(profile):
+    if profile not in _SCORERS:
+        if profile is None:
+            _SCORERS[profile] = Scorer(ScorerConfig())
+        else:
+            from simhub.profiles import load_profile, scorer_config
+
+            _SCORERS[profile] = Scorer(scorer_config(load_profile(profile)))
+    return _SCORERS[profile]
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class StudentRealism(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features({"predictions": datasets.Value("string"), "references": datasets.Value("string")}),
+            reference_urls=["https://huggingface.co/datasets/Eedi/Question-Anchored-Tutoring-Dialogues-2k"],
+        )
+
+    def _compute(self, predictions, references, dialogues=None, turn_indices=None, metrics=None, profile=None, return_items=False):
+        scorer = _scorer(profile)
+        if dialogues is None:
+            names = check_metric_names(metrics or ["rouge_l", "cosine"])
+            text_only = [m for m in names if m not in ("rouge_l", "cosine")]
+            if text_only:
+                raise ValueError(f"metrics {', '.join(text_only)} need dialogues= and turn_indices=")
+            from simhub.schema import Dialogue, Question, Turn
+
+            items = [
+                ScoreItem(Dialogue(id=str(i), question=Question(text=""), turns=[Turn(role="student", content=ref)]), 0, pred)
+                for i, (pred, ref) in enumerate(zip(predictions, references, strict=False))
+            ]
+        else:
+            if turn_indices is None or len(dialogues) != len(predictions) or len(turn_indices) != len(predictions):
+                raise ValueError("dialogues and turn_indices must be given together, one per prediction")
+            names = check_metric_names(metrics) if metrics else None
+            items = []
+            for i, (pred, ref, d, t) in enumerate(zip(predictions, references, dialogues, turn_indices, strict=False)):
+                dialogue = dialogue_from_dict(d, f"dialogues[{i}]")
+                if dialogue.turns[t].content != ref if 0 <= t < len(dialogue.turns) else False:
+                    raise ValueError(f"references[{i}] differs from turn {t} of dialogues[{i}]")
+                items.append(ScoreItem(dialogue, t, pred))
+        result = scorer.score(items, names)
+        out = {}
+        for name, s in result.summary.items():
+            out[name] = s["mean"]
+            out[f"{name}_std"] = s["std"]
+            out[f"{name}_count"] = s["count"]
+            if "qwk" in s:
+                out["knowledge_qwk"] = s["qwk"]
+        if return_items:
+            out["items"] = [item.to_dict() for item in result.items]
+        return out

@@ -1,0 +1,542 @@
+"""The ``knowledge`` metric: knowledge-acquisition similarity from an LLM knowledge tracer (SPEC §3).
+
+An LLMKT model (Scarlatos et al. 2025) reads the dialogue so far and answers, for each knowledge
+component (KC), whether the student has mastered it; the KC's mastery is the softmax probability
+of ``True`` over {``True``, ``False``} at the answer position.
+
+For a real student turn ``i`` with a simulated candidate ``ŝ_i``:
+
+* ``z_i``   mastery with the real history up to and including turn ``i``;
+* ``ẑ_i``   the same with turn ``i``'s text replaced by the candidate;
+* ``z_prev`` mastery up to and including the previous (real) student turn.
+
+Deltas ``ΔZ = z_i − z_prev`` and ``ΔẐ = ẑ_i − z_prev`` are mapped to five mass-based bins whose
+cutoffs are the 0.2/0.4/0.6/0.8 quantiles of real deltas, and the turn's score is
+``1 − Σ_k |q_k − q̂_k| / (4·|C|)``. The first student turn of a dialogue has no delta (null).
+
+Two cutoff modes:
+
+* paper mode: cutoffs from the evaluated set itself (:func:`paper_cutoffs` on the pooled real
+  deltas, after :func:`knowledge_deltas` has run over every item);
+* service mode: cutoffs computed once on a reference set and shipped with the KT model as
+  ``kt_cutoffs.json`` (:func:`save_cutoffs` / :func:`load_cutoffs`), so that a single turn can be
+  scored.
+
+Packing. All KCs of one prompt share a single forward pass: the token sequence is the context
+followed by one question segment per KC. A 4-D additive attention mask lets the context attend
+causally to itself and each KC segment attend to the whole context and causally to itself, but
+never to another KC segment; position ids of every segment restart at ``len(context)``. Each
+segment therefore sees exactly what it would see if it were alone after the context, which is why
+the packed result equals running each KC separately. Prompts are tokenised as plain text (no chat
+template) with the BOS token first; the training code must build prompts with the same
+:func:`build_kt_prompt` / :func:`collate_packed` so that train and evaluation inputs agree.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from simhub.backends.hf import CausalLM, ModelRef, load_causal_lm
+from simhub.errors import ConfigError, require
+from simhub.prompts import kt_context, kt_question
+from simhub.schema import Dialogue, Turn, atomic_write_bytes
+
+__all__ = [
+    "KT_CUTOFFS_FILE",
+    "NUM_BINS",
+    "QUANTILES",
+    "KTPrompt",
+    "KnowledgeDeltas",
+    "KnowledgeTracer",
+    "NoDelta",
+    "build_kt_prompt",
+    "collate_packed",
+    "knowledge_deltas",
+    "knowledge_scores",
+    "load_cutoffs",
+    "paper_cutoffs",
+    "pooled_real_deltas",
+    "quadratic_weighted_kappa",
+    "quantile_cutoffs",
+    "quantize",
+    "save_cutoffs",
+    "similarity",
+    "true_false_ids",
+]
+
+#: Number of mass-based bins (quantile categories 0..4).
+NUM_BINS = 5
+#: Quantile levels of the bin cutoffs.
+QUANTILES: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8)
+#: File name of the shipped service-mode cutoffs, next to the KT model.
+KT_CUTOFFS_FILE = "kt_cutoffs.json"
+#: Answer texts whose first tokens are compared. The question ends with ``"Answer:"`` and a
+#: byte-level BPE tokenizer (Llama 3) writes the following word with its leading space as one
+#: token (``"ĠTrue"``), so that space-prefixed token is what a model trained on
+#: ``"... Answer: True"`` predicts; the bare ``"True"`` token would almost never follow ``":"``.
+TRUE_TEXT = " True"
+FALSE_TEXT = " False"
+
+FIRST_TURN_REASON = "first student turn has no delta"
+
+
+# ---------------------------------------------------------------------------------- binning
+
+
+def quantile_cutoffs(deltas: np.ndarray | Sequence[float]) -> np.ndarray:
+    """The 0.2/0.4/0.6/0.8 quantiles of ``deltas`` (numpy's default ``linear`` method).
+
+    Raises:
+        ValueError: if there are no deltas (or any is NaN), since no cutoffs can be derived.
+    """
+    values = np.asarray(deltas, dtype=np.float64).ravel()
+    if values.size == 0:
+        raise ValueError("cannot compute knowledge cutoffs from zero deltas")
+    if np.isnan(values).any():
+        raise ValueError("knowledge deltas contain NaN")
+    return np.quantile(values, QUANTILES)
+
+
+def quantize(
+    values: np.ndarray | Sequence[float] | float, cutoffs: np.ndarray | Sequence[float]
+) -> np.ndarray:
+    """Bin of each value: the first index whose cutoff is strictly greater than it, else 4.
+
+    A value equal to a cutoff therefore lands in the bin above it, as in the reference
+    (``val < cutoff``). ``cutoffs`` must be sorted ascending, which quantiles always are; that
+    makes the rule a right-sided ``searchsorted``.
+    """
+    cut = np.asarray(cutoffs, dtype=np.float64)
+    return np.searchsorted(cut, np.asarray(values, dtype=np.float64), side="right").astype(np.int64)
+
+
+def similarity(real_q: np.ndarray | Sequence[int], sim_q: np.ndarray | Sequence[int]) -> float:
+    """``1 − Σ_k |q_k − q̂_k| / (4·|C|)``: 1 when every KC falls in the same bin, 0 at maximal distance."""
+    a = np.asarray(real_q, dtype=np.int64).ravel()
+    b = np.asarray(sim_q, dtype=np.int64).ravel()
+    if a.shape != b.shape:
+        raise ValueError(f"real and simulated quantiles differ in length: {a.size} vs {b.size}")
+    if a.size == 0:
+        raise ValueError("similarity of zero knowledge components is undefined")
+    return float(1.0 - np.abs(a - b).sum() / ((NUM_BINS - 1) * a.size))
+
+
+def quadratic_weighted_kappa(a: np.ndarray | Sequence[int], b: np.ndarray | Sequence[int]) -> float:
+    """Quadratic-weighted Cohen's kappa of two ratings over the fixed categories 0..4.
+
+    Equals ``sklearn.metrics.cohen_kappa_score(a, b, weights="quadratic", labels=range(5))``.
+    The reference omits ``labels``, which makes sklearn weight by the rank among the categories
+    present; both agree whenever all five bins occur in ``a`` or ``b``, which is always the
+    case in paper mode (the real quantiles are mass-based, so each bin holds about a fifth).
+
+    Degenerate inputs: no ratings → NaN (nothing to measure); identical ratings → 1.0 (perfect
+    agreement), including the case of a single category, where the chance-corrected formula is
+    0/0 and sklearn returns NaN. Whenever the ratings differ somewhere the expected disagreement
+    is positive, so no other case divides by zero.
+    """
+    x = np.asarray(a, dtype=np.int64).ravel()
+    y = np.asarray(b, dtype=np.int64).ravel()
+    if x.shape != y.shape:
+        raise ValueError(f"ratings differ in length: {x.size} vs {y.size}")
+    if x.size == 0:
+        return math.nan
+    if ((x < 0) | (x >= NUM_BINS) | (y < 0) | (y >= NUM_BINS)).any():
+        raise ValueError(f"ratings must be integers in 0..{NUM_BINS - 1}")
+    if np.array_equal(x, y):
+        return 1.0
+    observed = np.zeros((NUM_BINS, NUM_BINS), dtype=np.float64)
+    np.add.at(observed, (x, y), 1.0)
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0)) / x.size
+    idx = np.arange(NUM_BINS)
+    weights = (idx[:, None] - idx[None, :]) ** 2
+    return float(1.0 - (weights * observed).sum() / (weights * expected).sum())
+
+
+# ---------------------------------------------------------------------------------- cutoffs file
+
+
+def _check_cutoffs(values: Any, where: str) -> np.ndarray:
+    if not isinstance(values, list | tuple | np.ndarray):
+        raise ConfigError(f"{where}: 'cutoffs' must be a list of {len(QUANTILES)} numbers")
+    if any(isinstance(v, bool) or not isinstance(v, int | float | np.floating | np.integer) for v in values):
+        raise ConfigError(f"{where}: 'cutoffs' must be a list of {len(QUANTILES)} numbers")
+    cut = np.asarray(values, dtype=np.float64)
+    if cut.shape != (len(QUANTILES),):
+        raise ConfigError(f"{where}: 'cutoffs' must hold exactly {len(QUANTILES)} numbers, got {cut.size}")
+    if not np.isfinite(cut).all():
+        raise ConfigError(f"{where}: 'cutoffs' must be finite numbers")
+    if (np.diff(cut) < 0).any():
+        raise ConfigError(f"{where}: 'cutoffs' must be sorted ascending")
+    return cut
+
+
+def save_cutoffs(
+    path: str | os.PathLike[str], cutoffs: np.ndarray | Sequence[float], meta: dict | None = None
+) -> None:
+    """Atomically write ``kt_cutoffs.json``.
+
+    The file holds ``cutoffs`` (4 floats), ``quantiles``, ``n_deltas`` and ``source`` (taken from
+    ``meta``, null when absent) and every other key of ``meta`` (e.g. the KT model's revision),
+    so a shipped file says where its numbers came from.
+    """
+    meta = dict(meta or {})
+    cut = _check_cutoffs(list(np.asarray(cutoffs, dtype=np.float64).ravel()), str(path))
+    record = {
+        "cutoffs": [float(c) for c in cut],
+        "quantiles": list(QUANTILES),
+        "n_deltas": meta.pop("n_deltas", None),
+        "source": meta.pop("source", None),
+        **meta,
+    }
+    try:
+        data = json.dumps(record, indent=2, allow_nan=False).encode() + b"\n"
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: cutoffs metadata is not JSON-serialisable ({exc})") from None
+    atomic_write_bytes(path, data)
+
+
+def load_cutoffs(path: str | os.PathLike[str]) -> np.ndarray:
+    """Read the 4 cutoffs from a ``kt_cutoffs.json``; a missing or invalid file raises ConfigError."""
+    path = Path(path)
+    how = (
+        "create it with `simhub kt-cutoffs` on a reference set (it pools the real deltas), "
+        "or score in paper mode, which derives cutoffs from the evaluated set"
+    )
+    if not path.is_file():
+        raise ConfigError(f"{path}: knowledge cutoffs file not found; {how}")
+    try:
+        record = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: not a valid knowledge cutoffs file ({exc}); {how}") from None
+    if not isinstance(record, dict) or "cutoffs" not in record:
+        raise ConfigError(f"{path}: not a valid knowledge cutoffs file (no 'cutoffs' key); {how}")
+    return _check_cutoffs(record["cutoffs"], str(path))
+
+
+# ---------------------------------------------------------------------------------- packing
+
+
+@dataclass(frozen=True)
+class KTPrompt:
+    """One packed LLMKT prompt: ``input_ids`` = context then one question segment per KC."""
+
+    input_ids: list[int]
+    context_len: int
+    #: ``(start, end)`` token span of each KC segment in ``input_ids``.
+    segments: list[tuple[int, int]]
+
+    @property
+    def readout(self) -> list[int]:
+        """Positions whose next-token logits give each KC's True/False answer (last token of a segment)."""
+        return [end - 1 for _, end in self.segments]
+
+
+def true_false_ids(tokenizer) -> tuple[int, int]:
+    """First token ids of ``" True"`` and ``" False"``; see :data:`TRUE_TEXT` for the choice of space."""
+    t = tokenizer.encode(TRUE_TEXT, add_special_tokens=False)
+    f = tokenizer.encode(FALSE_TEXT, add_special_tokens=False)
+    if not t or not f or t[0] == f[0]:
+        # A tokenizer that splits off the space would make both answers the same token and
+        # every mastery exactly 0.5; fail loudly instead of reporting a meaningless metric.
+        raise ConfigError(
+            f"knowledge tracer: the tokenizer does not tell {TRUE_TEXT!r} from {FALSE_TEXT!r} by their "
+            f"first token (ids {t} and {f})"
+        )
+    return t[0], f[0]
+
+
+def build_kt_prompt(
+    tokenizer, dialogue: Dialogue, history: list[Turn], kcs: list[str], persona: bool = True
+) -> KTPrompt:
+    """Token ids of the packed prompt for ``kcs`` after ``history`` (plain text, BOS first).
+
+    Context and questions are tokenised separately so that every KC segment has the same ids
+    however many KCs are packed; a joint encoding could merge across the boundary.
+    """
+    context = tokenizer.encode(kt_context(dialogue, history, kcs, persona=persona), add_special_tokens=False)
+    if tokenizer.bos_token_id is not None:
+        context = [tokenizer.bos_token_id, *context]
+    ids = list(context)
+    segments = []
+    for kc in kcs:
+        question = tokenizer.encode(kt_question(kc), add_special_tokens=False)
+        segments.append((len(ids), len(ids) + len(question)))
+        ids.extend(question)
+    return KTPrompt(input_ids=ids, context_len=len(context), segments=segments)
+
+
+def collate_packed(prompts: Sequence[KTPrompt], pad_id: int, dtype, device: str | None = None) -> dict:
+    """Right-padded ``input_ids``, the 4-D additive ``attention_mask`` and ``position_ids`` of a batch.
+
+    The mask is float with 0 where attention is allowed and ``finfo(dtype).min`` where it is
+    blocked (transformers passes a 4-D mask through unchanged). Padding tokens attend only to
+    themselves: a fully blocked row would turn into NaN in the softmax, and NaN hidden states
+    can leak into real rows through some kernels even though real rows never attend to padding.
+    """
+    torch = require("torch", "metrics")
+    width = max(len(p.input_ids) for p in prompts)
+    n = len(prompts)
+    ids = torch.full((n, width), pad_id, dtype=torch.long)
+    positions = torch.zeros((n, width), dtype=torch.long)
+    allowed = torch.zeros((n, width, width), dtype=torch.bool)
+    for row, p in enumerate(prompts):
+        length, c = len(p.input_ids), p.context_len
+        ids[row, :length] = torch.tensor(p.input_ids, dtype=torch.long)
+        allowed[row, :c, :c] = torch.ones((c, c), dtype=torch.bool).tril()
+        positions[row, :c] = torch.arange(c)
+        for start, end in p.segments:
+            span = end - start
+            allowed[row, start:end, :c] = True
+            allowed[row, start:end, start:end] = torch.ones((span, span), dtype=torch.bool).tril()
+            positions[row, start:end] = torch.arange(c, c + span)
+        pad = torch.arange(length, width)
+        allowed[row, pad, pad] = True
+    allowed = allowed.to(device) if device else allowed
+    mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    return {
+        "input_ids": ids.to(allowed.device),
+        "attention_mask": mask[:, None],
+        "position_ids": positions.to(allowed.device),
+    }
+
+
+# ---------------------------------------------------------------------------------- tracer
+
+
+MasteryRequest = tuple[Dialogue, list[Turn], list[str]]
+
+
+class KnowledgeTracer:
+    """An LLMKT model: KC mastery probabilities of a student after a dialogue history.
+
+    Args:
+        ref: the KT model (folder, Hub id or :class:`ModelRef`; a LoRA adapter is merged on load).
+        device, dtype, batch_size: passed to :func:`load_causal_lm` (cached per process).
+        persona: include the OCEAN persona in the prompt (the paper's KT model is trained with it).
+    """
+
+    def __init__(
+        self,
+        ref: ModelRef | str,
+        device: str | None = None,
+        dtype: str | None = None,
+        batch_size: int = 8,
+        persona: bool = True,
+    ):
+        self.lm: CausalLM = load_causal_lm(ref, device=device, dtype=dtype, batch_size=batch_size)
+        self.persona = persona
+        attn = getattr(self.lm.model.config, "_attn_implementation", None) or ""
+        if attn.startswith("flash"):
+            # Flash kernels take no arbitrary mask; packing would silently let KCs see each other.
+            raise ConfigError(
+                f"knowledge tracer: attention implementation {attn!r} cannot take a 4-D mask; use sdpa or eager"
+            )
+        self.true_id, self.false_id = true_false_ids(self.lm.tokenizer)
+
+    @property
+    def batch_size(self) -> int:
+        return self.lm.batch_size
+
+    def prompt(self, dialogue: Dialogue, history: list[Turn], kcs: list[str]) -> KTPrompt:
+        return build_kt_prompt(self.lm.tokenizer, dialogue, history, kcs, persona=self.persona)
+
+    def mastery(self, dialogue: Dialogue, history_turns: list[Turn], kcs: list[str]) -> np.ndarray:
+        """P(True) per KC, shape ``(len(kcs),)``, float64."""
+        return self.mastery_batch([(dialogue, history_turns, kcs)])[0]
+
+    def mastery_batch(self, requests: Sequence[MasteryRequest]) -> list[np.ndarray]:
+        """:meth:`mastery` for many ``(dialogue, history_turns, kcs)`` requests.
+
+        Requests that render to the same prompt are run once (the scorer asks for ``z_prev`` of
+        one turn and ``z_i`` of the previous one, which are the same prompt), and the rest run
+        longest first in batches of ``batch_size`` so padding stays small.
+        """
+        unique: dict[tuple[int, ...], int] = {}
+        prompts: list[KTPrompt] = []
+        slot_of: list[int] = []
+        for dialogue, history, kcs in requests:
+            prompt = self.prompt(dialogue, list(history), list(kcs))
+            # Segments are part of the key: the same ids could in principle split into KCs differently.
+            key = (*prompt.input_ids, -1, *(s for span in prompt.segments for s in span))
+            if key not in unique:
+                unique[key] = len(prompts)
+                prompts.append(prompt)
+            slot_of.append(unique[key])
+        results = self._run(prompts)
+        return [results[s].copy() for s in slot_of]
+
+    def _run(self, prompts: list[KTPrompt]) -> list[np.ndarray]:
+        torch = require("torch", "metrics")
+        out: list[np.ndarray] = [np.zeros(0, dtype=np.float64) for _ in prompts]
+        todo = [i for i, p in enumerate(prompts) if p.segments]
+        todo.sort(key=lambda i: len(prompts[i].input_ids), reverse=True)
+        model = self.lm.model
+        dtype = next(model.parameters()).dtype
+        answer_ids = torch.tensor([self.true_id, self.false_id], device=self.lm.device)
+        for start in range(0, len(todo), max(1, self.batch_size)):
+            chunk = todo[start : start + max(1, self.batch_size)]
+            batch = collate_packed([prompts[i] for i in chunk], self.lm.pad_id, dtype, self.lm.device)
+            rows = torch.tensor(
+                [r for r, i in enumerate(chunk) for _ in prompts[i].readout], device=self.lm.device
+            )
+            cols = torch.tensor([c for i in chunk for c in prompts[i].readout], device=self.lm.device)
+            with self.lm._lock, torch.inference_mode():
+                hidden = model.model(**batch).last_hidden_state
+                # Only the readout positions go through the LM head, and only two logits matter.
+                logits = model.lm_head(hidden[rows, cols]).float()[:, answer_ids]
+                p_true = torch.softmax(logits, dim=-1)[:, 0].double().cpu().numpy()
+            offset = 0
+            for i in chunk:
+                k = len(prompts[i].segments)
+                out[i] = p_true[offset : offset + k]
+                offset += k
+        return out
+
+
+# ---------------------------------------------------------------------------------- per-item metric
+
+
+@dataclass(frozen=True)
+class KnowledgeDeltas:
+    """Mastery vectors (one entry per KC of ``kcs``) around one scored student turn."""
+
+    kcs: list[str]
+    z_prev: np.ndarray
+    z_real: np.ndarray
+    z_sim: np.ndarray
+
+    @property
+    def real(self) -> np.ndarray:
+        """ΔZ = z_i − z_prev."""
+        return self.z_real - self.z_prev
+
+    @property
+    def sim(self) -> np.ndarray:
+        """ΔẐ = ẑ_i − z_prev."""
+        return self.z_sim - self.z_prev
+
+
+@dataclass(frozen=True)
+class NoDelta:
+    """The metric does not apply to this item; ``reason`` says why (becomes a null score)."""
+
+    reason: str
+
+
+DeltaResult = KnowledgeDeltas | NoDelta
+
+
+def knowledge_deltas(
+    tracer: KnowledgeTracer, items: Sequence[tuple[Dialogue, int, str]]
+) -> list[DeltaResult]:
+    """Phase 1: real and simulated mastery deltas of each ``(dialogue, turn_index, candidate)``.
+
+    ``turn_index`` must be a real student turn (SchemaError otherwise). KCs are
+    ``dialogue.all_kcs``. All mastery requests of all items go to one :meth:`mastery_batch`
+    call, which runs each distinct prompt once.
+    """
+    requests: list[MasteryRequest] = []
+    plan: list[tuple[list[str], int] | NoDelta] = []
+    for dialogue, index, candidate in items:
+        dialogue.check_student_turn(index)
+        previous = [j for j in dialogue.student_turn_indices() if j < index]
+        if not previous:
+            plan.append(NoDelta(FIRST_TURN_REASON))
+            continue
+        kcs = dialogue.all_kcs
+        turns = dialogue.turns
+        simulated = msgspec.structs.replace(turns[index], content=candidate)
+        plan.append((kcs, len(requests)))
+        requests.append((dialogue, turns[: previous[-1] + 1], kcs))
+        requests.append((dialogue, turns[: index + 1], kcs))
+        requests.append((dialogue, [*turns[:index], simulated], kcs))
+    masteries = tracer.mastery_batch(requests) if requests else []
+    results: list[DeltaResult] = []
+    for entry in plan:
+        if isinstance(entry, NoDelta):
+            results.append(entry)
+            continue
+        kcs, at = entry
+        results.append(
+            KnowledgeDeltas(kcs=kcs, z_prev=masteries[at], z_real=masteries[at + 1], z_sim=masteries[at + 2])
+        )
+    return results
+
+
+def pooled_real_deltas(deltas_list: Sequence[DeltaResult]) -> np.ndarray:
+    """All real deltas pooled over KCs and items (null items skipped), as the cutoffs use them."""
+    parts = [d.real for d in deltas_list if isinstance(d, KnowledgeDeltas)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float64)
+
+
+def paper_cutoffs(deltas_list: Sequence[DeltaResult]) -> np.ndarray:
+    """Paper mode: cutoffs from the evaluated set's own real deltas (ValueError when there are none)."""
+    return quantile_cutoffs(pooled_real_deltas(deltas_list))
+
+
+def _floats(values: np.ndarray) -> list[float]:
+    return [float(v) for v in values]
+
+
+def knowledge_scores(
+    deltas_list: Sequence[DeltaResult], cutoffs: np.ndarray | Sequence[float]
+) -> tuple[list[dict], dict]:
+    """Phase 2: per-item scores and details, and the dataset summary, given ``cutoffs``.
+
+    Per item (JSON-ready): ``score`` (float, or None for a null item), ``kcs``, ``real_deltas``,
+    ``sim_deltas``, ``real_quantiles``, ``sim_quantiles`` (lists; None for a null item), and
+    ``reason`` on null items. Summary: ``qwk`` over the pooled quantiles of scored items (None
+    when no item was scored), ``n_scored``, ``n_null`` and the ``cutoffs`` used.
+    """
+    cut = np.asarray(cutoffs, dtype=np.float64)
+    per_item: list[dict] = []
+    all_real: list[np.ndarray] = []
+    all_sim: list[np.ndarray] = []
+    for d in deltas_list:
+        if isinstance(d, NoDelta):
+            per_item.append(
+                {
+                    "score": None,
+                    "reason": d.reason,
+                    "kcs": None,
+                    "real_deltas": None,
+                    "sim_deltas": None,
+                    "real_quantiles": None,
+                    "sim_quantiles": None,
+                }
+            )
+            continue
+        real_q, sim_q = quantize(d.real, cut), quantize(d.sim, cut)
+        all_real.append(real_q)
+        all_sim.append(sim_q)
+        per_item.append(
+            {
+                "score": similarity(real_q, sim_q),
+                "kcs": list(d.kcs),
+                "real_deltas": _floats(d.real),
+                "sim_deltas": _floats(d.sim),
+                "real_quantiles": [int(q) for q in real_q],
+                "sim_quantiles": [int(q) for q in sim_q],
+            }
+        )
+    qwk = (
+        quadratic_weighted_kappa(np.concatenate(all_real), np.concatenate(all_sim)) if all_real else math.nan
+    )
+    summary = {
+        # None rather than NaN keeps the summary valid JSON.
+        "qwk": None if math.isnan(qwk) else qwk,
+        "n_scored": len(all_real),
+        "n_null": len(per_item) - len(all_real),
+        "cutoffs": _floats(cut),
+    }
+    return per_item, summary
