@@ -184,13 +184,23 @@ def build_parser() -> argparse.ArgumentParser:
     cut.add_argument("--limit", type=int, help="use at most this many dialogues")
     cut.set_defaults(handler="kt-cutoffs")
 
-    for register in _EXTRA_PARSERS:
-        register(sub)
+    import importlib
+
+    for name in _EXTRA_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        module.register(sub, _command)
     return parser
 
 
-#: Other modules add their subcommands here (they register both parser and handler).
-_EXTRA_PARSERS: list[Callable[[argparse._SubParsersAction], None]] = []
+#: Modules that add their own subcommands: each has ``register(subparsers, command)``, where
+#: ``command(name)`` is the decorator that registers a handler. Imported lazily, so the CLI
+#: starts fast and works without the optional extras.
+_EXTRA_MODULES = ("simhub.training.cli", "simhub.serving.cli")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

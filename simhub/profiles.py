@@ -19,7 +19,7 @@ from simhub.errors import ConfigError
 
 PROFILE_DIR = Path(__file__).parent / "resources" / "profiles"
 _TOP_KEYS = {"name", "description", "scoring", "simulators", "serving"}
-_SCORING_KEYS = {"device", "batch_size", "chunk_size", "max_candidate_chars", "metrics"}
+_SCORING_KEYS = {"device", "backend", "batch_size", "chunk_size", "max_candidate_chars", "metrics"}
 _METRIC_KEYS = {"acts", "judge", "knowledge", "cosine", "tutor_response"}
 
 
@@ -91,7 +91,7 @@ def scorer_config(profile: dict[str, Any]):
     if unknown:
         raise ConfigError(f"scoring.metrics: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(_METRIC_KEYS))}")
     config = ScorerConfig(cosine=None)
-    for key in ("device", "batch_size", "chunk_size", "max_candidate_chars"):
+    for key in ("device", "backend", "batch_size", "chunk_size", "max_candidate_chars"):
         if key in scoring:
             setattr(config, key, scoring[key])
     if "acts" in metrics:

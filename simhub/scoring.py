@@ -76,6 +76,8 @@ class ScorerConfig:
     cosine: str | None = "minilm"
     tutor_response: ModelRef | None = None
     device: str | None = None
+    #: Backend of the acts, local-judge and tutor models: ``transformers`` or ``vllm``.
+    backend: str = "transformers"
     batch_size: int = 16
     chunk_size: int = 128
     max_candidate_chars: int = MAX_CANDIDATE_CHARS
@@ -138,18 +140,20 @@ class Scorer:
     def act_model(self):
         from simhub.metrics.acts import ActClassifier
 
-        return self._model("acts", lambda: ActClassifier(self.config.acts, self.config.device, self.config.batch_size))
+        return self._model("acts", lambda: ActClassifier(self.config.acts, self.config.device, self.config.batch_size, self.config.backend))
 
     def judge_model(self):
         from simhub.metrics.judge import make_judge
 
-        return self._model("judge", lambda: make_judge(self.config.judge, self.config.device, self.config.batch_size))
+        return self._model("judge", lambda: make_judge(self.config.judge, self.config.device, self.config.batch_size, self.config.backend))
 
     def tutor_model(self):
         from simhub.metrics.tutor_response import TutorResponseScorer
 
         return self._model(
-            "tutor_response", lambda: TutorResponseScorer(self.config.tutor_response, self.config.device, self.config.batch_size)
+            "tutor_response", lambda: TutorResponseScorer(
+                self.config.tutor_response, self.config.device, self.config.batch_size, self.config.backend
+            )
         )
 
     def knowledge_model(self):

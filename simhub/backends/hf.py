@@ -48,8 +48,47 @@ def _is_adapter(ref: str, revision: str | None) -> bool:
         return False
 
 
-class CausalLM:
-    """A causal LM with its tokenizer and batched log-probability scoring."""
+class LogprobModel:
+    """What the metrics need from a scoring backend: tokenisation and continuation log-probs."""
+
+    tokenizer: object
+
+    def chat_ids(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=add_generation_prompt)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        return list(ids)
+
+    def text_ids(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    @property
+    def eot_id(self) -> int:
+        return int(self.tokenizer.eos_token_id)
+
+    def continuation_logprobs(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def choose(self, prompts: Sequence[Sequence[int]], options: Sequence[Sequence[int]]) -> tuple[list[int], np.ndarray]:
+        """For each prompt, the index of the most likely option (summed log-prob) and all scores."""
+        pairs = [(p, o) for p in prompts for o in options]
+        scores = np.array([lp.sum() for lp in self.continuation_logprobs(pairs)]).reshape(len(prompts), len(options))
+        return [int(i) for i in scores.argmax(axis=1)], scores
+
+
+def resolve_adapter(ref: ModelRef) -> tuple[str, str | None, str | None, str | None]:
+    """(base, base revision, adapter, adapter revision), reading a PEFT folder's base model."""
+    base, adapter, revision, adapter_revision = ref.model, ref.adapter, ref.revision, ref.adapter_revision
+    if adapter is None and _is_adapter(base, revision):
+        peft = require("peft", "train")
+        cfg = peft.PeftConfig.from_pretrained(base, revision=revision)
+        adapter, adapter_revision = base, revision
+        base, revision = cfg.base_model_name_or_path, None
+    return base, revision, adapter, adapter_revision
+
+
+class CausalLM(LogprobModel):
+    """A causal LM with its tokenizer and batched log-probability scoring (transformers)."""
 
     def __init__(self, ref: ModelRef, device: str | None = None, dtype: str | None = None, batch_size: int = 16):
         torch = require("torch", "metrics")
@@ -58,13 +97,7 @@ class CausalLM:
         self.device = _device(device)
         self.batch_size = batch_size
         torch_dtype = getattr(torch, dtype) if dtype else (torch.bfloat16 if self.device.startswith("cuda") else torch.float32)
-        base, adapter, revision = ref.model, ref.adapter, ref.revision
-        adapter_revision = ref.adapter_revision
-        if adapter is None and _is_adapter(base, revision):
-            adapter, adapter_revision = base, revision
-            peft = require("peft", "train")
-            cfg = peft.PeftConfig.from_pretrained(base, revision=revision)
-            base, revision = cfg.base_model_name_or_path, None
+        base, revision, adapter, adapter_revision = resolve_adapter(ref)
         try:
             self.tokenizer = transformers.AutoTokenizer.from_pretrained(adapter or base, revision=adapter_revision if adapter else revision)
         except (OSError, ValueError):
@@ -81,21 +114,6 @@ class CausalLM:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.pad_id = self.tokenizer.pad_token_id
         self._lock = threading.Lock()
-
-    # ------------------------------------------------------------------ tokens
-
-    def chat_ids(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
-        ids = self.tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=add_generation_prompt)
-        if isinstance(ids, dict) or hasattr(ids, "keys"):
-            ids = ids["input_ids"]
-        return list(ids)
-
-    def text_ids(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False)
-
-    @property
-    def eot_id(self) -> int:
-        return int(self.tokenizer.eos_token_id)
 
     # ------------------------------------------------------------------ scoring
 
@@ -131,12 +149,6 @@ class CausalLM:
                     out[i] = logp.gather(1, target[:, None])[:, 0].double().cpu().numpy()
         return out  # type: ignore[return-value]
 
-    def choose(self, prompts: Sequence[Sequence[int]], options: Sequence[Sequence[int]]) -> tuple[list[int], np.ndarray]:
-        """For each prompt, the index of the most likely option (summed log-prob) and all scores."""
-        pairs = [(p, o) for p in prompts for o in options]
-        scores = np.array([lp.sum() for lp in self.continuation_logprobs(pairs)]).reshape(len(prompts), len(options))
-        return [int(i) for i in scores.argmax(axis=1)], scores
-
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int = 400) -> list[str]:
         """Greedy generation, left-padded batches; returns decoded text without special tokens."""
         torch = require("torch", "metrics")
@@ -162,17 +174,40 @@ class CausalLM:
         return texts
 
 
-_CACHE: dict[tuple, CausalLM] = {}
+_CACHE: dict[tuple, LogprobModel] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def load_causal_lm(ref: ModelRef | str, device: str | None = None, dtype: str | None = None, batch_size: int = 16) -> CausalLM:
-    """Load a model once per process; later calls with the same arguments return the same object."""
+def unload_models() -> None:
+    """Forget every cached model (closing vLLM engines), e.g. between tests or profiles."""
+    with _CACHE_LOCK:
+        models = list(_CACHE.values())
+        _CACHE.clear()
+    for model in models:
+        close = getattr(model, "close", None)
+        if close is not None:
+            close()
+
+
+def load_causal_lm(
+    ref: ModelRef | str, device: str | None = None, dtype: str | None = None, batch_size: int = 16, backend: str = "transformers"
+) -> LogprobModel:
+    """Load a model once per process; later calls with the same arguments return the same object.
+
+    ``backend`` is ``transformers`` (any device) or ``vllm`` (prompt log-probs from a vLLM engine).
+    """
     ref = ModelRef(ref) if isinstance(ref, str) else ref
-    key = (ref, device, dtype)
+    key = (ref, device, dtype, backend)
     with _CACHE_LOCK:
         if key not in _CACHE:
-            _CACHE[key] = CausalLM(ref, device=device, dtype=dtype, batch_size=batch_size)
+            if backend == "transformers":
+                _CACHE[key] = CausalLM(ref, device=device, dtype=dtype, batch_size=batch_size)
+            elif backend == "vllm":
+                from simhub.backends.vllm_scoring import VLLMCausalLM
+
+                _CACHE[key] = VLLMCausalLM(ref, dtype=dtype)
+            else:
+                raise ConfigError(f"backend: unknown scoring backend {backend!r}; use 'transformers' or 'vllm'")
         model = _CACHE[key]
         model.batch_size = batch_size
         return model

@@ -11,14 +11,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from simhub.backends.hf import CausalLM, ModelRef, load_causal_lm
+from simhub.backends.hf import LogprobModel, ModelRef, load_causal_lm
 from simhub.prompts import act_messages
 from simhub.schema import ACTS, Dialogue, Turn
 
 
 class ActClassifier:
-    def __init__(self, ref: ModelRef | str, device: str | None = None, batch_size: int = 16):
-        self.lm: CausalLM = load_causal_lm(ref, device=device, batch_size=batch_size)
+    def __init__(self, ref: ModelRef | str, device: str | None = None, batch_size: int = 16, backend: str = "transformers"):
+        self.lm: LogprobModel = load_causal_lm(ref, device=device, batch_size=batch_size, backend=backend)
         self.label_ids = [[*self.lm.text_ids(label), self.lm.eot_id] for label in ACTS]
 
     def predict(self, items: Sequence[tuple[Dialogue, list[Turn], str]]) -> tuple[list[str], np.ndarray]:

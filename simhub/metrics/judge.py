@@ -81,8 +81,8 @@ class Judge(Protocol):
 class LocalJudge:
     """A local causal LM as judge: scores each allowed answer and returns the most likely."""
 
-    def __init__(self, ref: ModelRef | str, device: str | None = None, batch_size: int = 16):
-        self.lm = load_causal_lm(ref, device=device, batch_size=batch_size)
+    def __init__(self, ref: ModelRef | str, device: str | None = None, batch_size: int = 16, backend: str = "transformers"):
+        self.lm = load_causal_lm(ref, device=device, batch_size=batch_size, backend=backend)
         self.option_ids = [[*self.lm.text_ids(o), self.lm.eot_id] for o in JUDGE_OPTIONS]
 
     def answer(self, requests: Sequence[JudgeRequest]) -> list[str | None]:
@@ -197,13 +197,13 @@ class OpenAIJudge:
             return list(pool.map(one, payloads))
 
 
-def make_judge(config: dict, device: str | None = None, batch_size: int = 16) -> Judge:
+def make_judge(config: dict, device: str | None = None, batch_size: int = 16, backend: str = "transformers") -> Judge:
     """Build a judge from a profile section: ``{kind: local, model: ...}`` or ``{kind: openai, ...}``."""
     kind = config.get("kind", "local")
     if kind == "local":
         if "model" not in config:
             raise ConfigError("judge.model: required for a local judge")
-        return LocalJudge(ModelRef(config["model"], config.get("adapter"), config.get("revision")), device, batch_size)
+        return LocalJudge(ModelRef(config["model"], config.get("adapter"), config.get("revision")), device, batch_size, backend)
     if kind == "openai":
         missing = [k for k in ("base_url", "model") if k not in config]
         if missing:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from simhub.backends.hf import CausalLM, ModelRef, load_causal_lm
+from simhub.backends.hf import LogprobModel, ModelRef, load_causal_lm
 from simhub.prompts import tutor_messages
 from simhub.schema import Dialogue, Turn
 
@@ -23,7 +23,7 @@ def substitute(dialogue: Dialogue, index: int, text: str) -> Dialogue:
                     profile=dialogue.profile, turns=turns)
 
 
-def tutor_response_pair(lm: CausalLM, dialogue: Dialogue, index: int, candidate: str) -> tuple[list[int], list[int]] | None:
+def tutor_response_pair(lm: LogprobModel, dialogue: Dialogue, index: int, candidate: str) -> tuple[list[int], list[int]] | None:
     """(prompt ids, continuation ids) for student turn ``index``; None when no tutor turn follows."""
     if index + 1 >= len(dialogue.turns) or dialogue.turns[index + 1].role != "tutor":
         return None
@@ -34,8 +34,8 @@ def tutor_response_pair(lm: CausalLM, dialogue: Dialogue, index: int, candidate:
 
 
 class TutorResponseScorer:
-    def __init__(self, ref: ModelRef | str, device: str | None = None, batch_size: int = 16):
-        self.lm = load_causal_lm(ref, device=device, batch_size=batch_size)
+    def __init__(self, ref: ModelRef | str, device: str | None = None, batch_size: int = 16, backend: str = "transformers"):
+        self.lm = load_causal_lm(ref, device=device, batch_size=batch_size, backend=backend)
 
     def score(self, items: Sequence[tuple[Dialogue, int, str]]) -> list[float | None]:
         pairs = [tutor_response_pair(self.lm, d, i, c) for d, i, c in items]

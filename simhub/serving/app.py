@@ -1,0 +1,115 @@
+"""The one place that builds the Litestar app: ``create_app(settings)``.
+
+Routes: ``POST /simulate``, ``POST /score``, ``GET /models``, ``GET /health``, ``GET /ready``,
+``GET /metrics``, ``POST /v1/chat/completions``, ``GET /v1/models``, and the OpenAPI schema and
+docs under ``/schema`` (``/schema/openapi.json``, ``/schema/swagger``, ``/schema/redoc``).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from contextlib import asynccontextmanager
+
+from litestar import Litestar
+from litestar.di import Provide
+from litestar.middleware.rate_limit import RateLimitConfig
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import RedocRenderPlugin, SwaggerRenderPlugin
+
+from simhub.serving.controllers import (
+    InfoController,
+    OpenAIController,
+    ScoringController,
+    SimulationController,
+    provide_services,
+)
+from simhub.serving.errors import EXCEPTION_HANDLERS, error_response
+from simhub.serving.metrics import ServiceMetrics, access_middleware, configure_logging
+from simhub.serving.services import Services
+from simhub.serving.settings import ServiceSettings
+
+log = logging.getLogger("simhub.serving")
+#: Paths that answer without an API key (probes and docs).
+PUBLIC_PATHS = ("/health", "/ready", "/schema")
+
+
+def auth_middleware(api_key: str):
+    """``Authorization: Bearer <key>`` or ``X-API-Key: <key>``; compared in constant time."""
+    expected = api_key.encode()
+
+    def factory(app):
+        async def middleware(scope, receive, send):
+            if scope["type"] != "http" or scope["path"].startswith(PUBLIC_PATHS):
+                await app(scope, receive, send)
+                return
+            headers = dict(scope.get("headers", []))
+            given = headers.get(b"x-api-key", b"")
+            auth = headers.get(b"authorization", b"")
+            if auth[:7].lower() == b"bearer ":
+                given = auth[7:].strip()
+            if not given or not hmac.compare_digest(given, expected):
+                response = error_response(401, "unauthorized", "missing or wrong API key (Authorization: Bearer or X-API-Key)",
+                                          headers={"WWW-Authenticate": "Bearer"})
+                await response.to_asgi_response(app=None, request=None)(scope, receive, send)  # type: ignore[arg-type]
+                return
+            await app(scope, receive, send)
+
+        return middleware
+
+    return factory
+
+
+def create_app(settings: ServiceSettings | None = None, profile: dict | None = None) -> Litestar:
+    """Build the app for ``settings.profile`` (or an already loaded ``profile`` dict)."""
+    from simhub.profiles import load_profile
+
+    profile = profile if profile is not None else load_profile(settings.profile if settings else "demo")
+    settings = settings or ServiceSettings.load(profile)
+    configure_logging(settings.log_json)
+    metrics = ServiceMetrics()
+    services = Services(profile, settings, metrics)
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar):
+        if settings.preload:
+            services.start_loading()
+        try:
+            yield
+        finally:
+            await services.close()
+
+    middleware = [access_middleware(metrics)]
+    if settings.api_key:
+        middleware.append(auth_middleware(settings.api_key))
+    if settings.rate_limit_per_minute > 0:
+        middleware.append(RateLimitConfig(rate_limit=("minute", settings.rate_limit_per_minute),
+                                          exclude=["/health", "/ready", "/metrics", "/schema"]).middleware)
+    app = Litestar(
+        route_handlers=[SimulationController, ScoringController, InfoController, OpenAIController],
+        dependencies={"services": Provide(provide_services, sync_to_thread=False)},
+        exception_handlers=EXCEPTION_HANDLERS,
+        middleware=middleware,
+        lifespan=[lifespan],
+        request_max_body_size=settings.max_body_bytes,
+        openapi_config=OpenAPIConfig(
+            title="simhub", version="1", description="Simulated students in tutoring dialogues: simulate and score.",
+            path="/schema", render_plugins=[SwaggerRenderPlugin(), RedocRenderPlugin()],
+        ),
+        debug=False,
+    )
+    app.state.services = services
+    app.state.settings = settings
+    app.state.metrics = metrics
+    return app
+
+
+def app_from_env() -> Litestar:
+    """ASGI factory: ``uvicorn --factory simhub.serving.app:app_from_env`` (profile from ``SIMHUB_PROFILE``)."""
+    import os
+
+    from simhub.profiles import load_profile
+
+    name = os.environ.get("SIMHUB_PROFILE", "demo")
+    profile = load_profile(name)
+    return create_app(ServiceSettings.load(profile, profile=name), profile)

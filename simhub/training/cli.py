@@ -1,0 +1,108 @@
+"""``simhub train``, ``simhub dpo``, ``simhub publish`` and ``simhub pull``.
+
+Usage::
+
+    simhub train training/recipes/tiny-student-sft.yaml --output-dir runs/tiny-sft
+    simhub train training/recipes/kt-8b.yaml --output-dir runs/kt-8b --set epochs=1 --resume
+    accelerate launch --config_file training/accelerate/single_gpu.yaml -m simhub.cli \\
+        train training/recipes/student-sft-8b.yaml --output-dir runs/student-sft-8b
+    simhub dpo training/recipes/tiny-student-dpo.yaml --output-dir runs/tiny-dpo \\
+        --set dpo.sft_adapter=runs/tiny-sft
+    simhub publish runs/student-sft-8b --repo-id my-org/simhub-student-sft-8b --private
+    simhub pull my-org/simhub-student-sft-8b --output-dir models/student-sft-8b
+
+Heavy imports happen inside the handlers, so ``simhub --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def _recipe(args: argparse.Namespace):
+    from simhub.training.config import load_recipe
+
+    return load_recipe(args.recipe, args.set or [])
+
+
+def _train(args: argparse.Namespace) -> int:
+    from simhub.training.train import train
+
+    recipe = _recipe(args)
+    if recipe.kind == "student-dpo":
+        from simhub.training.dpo import run_dpo
+
+        run_dpo(recipe, args.output_dir, resume=args.resume)
+    else:
+        train(recipe, args.output_dir, resume=args.resume)
+    return 0
+
+
+def _dpo(args: argparse.Namespace) -> int:
+    from simhub.errors import ConfigError
+    from simhub.training.dpo import run_dpo
+
+    recipe = _recipe(args)
+    if recipe.kind != "student-dpo":
+        raise ConfigError(f"{args.recipe}: kind is {recipe.kind!r}; simhub dpo needs a student-dpo recipe")
+    run_dpo(recipe, args.output_dir, resume=args.resume, until=args.until)
+    return 0
+
+
+def _publish(args: argparse.Namespace) -> int:
+    from simhub.training.publish import publish
+
+    url = publish(args.model_dir, args.repo_id, private=args.private, revision=args.revision,
+                  license=args.license, dry_run_dir=args.dry_run)
+    print(url)
+    return 0
+
+
+def _pull(args: argparse.Namespace) -> int:
+    from simhub.training.publish import pull
+
+    path = pull(args.repo_id, revision=args.revision, output_dir=args.output_dir)
+    print(json.dumps({"repo_id": args.repo_id, "path": str(path)}))
+    return 0
+
+
+def _recipe_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("recipe", metavar="RECIPE.yaml", help="training recipe (see training/recipes)")
+    p.add_argument("--output-dir", required=True, help="folder for checkpoints, the adapter and results")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a recipe key (typed; dotted keys for sections, e.g. dpo.beta=0.2); repeatable")
+    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
+
+
+def register(subparsers, command) -> None:
+    """Add the training commands to the ``simhub`` parser (called by :mod:`simhub.cli`)."""
+    command("train")(_train)
+    command("dpo")(_dpo)
+    command("publish")(_publish)
+    command("pull")(_pull)
+
+    p = subparsers.add_parser("train", help="fine-tune a student, tutor, classifier or KT model (LoRA)")
+    _recipe_args(p)
+    p.set_defaults(handler="train")
+
+    p = subparsers.add_parser("dpo", help="offline RL: generate, score, pair and DPO-train a student")
+    _recipe_args(p)
+    p.add_argument("--until", choices=["generate", "score", "pairs", "train"], default="train",
+                   help="stop after this stage (default: run all)")
+    p.set_defaults(handler="dpo")
+
+    p = subparsers.add_parser("publish", help="upload a trained adapter with its model card to the Hub")
+    p.add_argument("model_dir", metavar="MODEL_DIR")
+    p.add_argument("--repo-id", required=True, help="ORG/NAME on the Hub")
+    p.add_argument("--private", action="store_true", help="create the repo private")
+    p.add_argument("--revision", help="branch to push to (created if missing; default: main)")
+    p.add_argument("--license", default="cc-by-nc-sa-4.0", help="licence of the weights (default: the data's)")
+    p.add_argument("--dry-run", metavar="DIR", help="write the exact upload folder to DIR and upload nothing")
+    p.set_defaults(handler="publish")
+
+    p = subparsers.add_parser("pull", help="download a published model into the Hugging Face cache or a folder")
+    p.add_argument("repo_id", metavar="ORG/NAME")
+    p.add_argument("--revision", help="branch, tag or commit")
+    p.add_argument("--output-dir", help="copy the files into this folder (default: the HF cache)")
+    p.set_defaults(handler="pull")
