@@ -221,30 +221,49 @@ class TransformersGenerator:
         eos = set(lm.model.generation_config.eos_token_id if isinstance(lm.model.generation_config.eos_token_id, list)
                   else [lm.model.generation_config.eos_token_id or lm.eot_id])
         eos.add(lm.eot_id)
+        if sampling.greedy:
+            return self._greedy(prompts, sampling, sorted(eos))
         results: list[SimulationResult] = []
         for prompt in prompts:
             ids = torch.tensor([prompt], device=lm.device)
-            kwargs: dict[str, Any] = dict(max_new_tokens=sampling.max_tokens, pad_token_id=lm.pad_id, eos_token_id=sorted(eos),
-                                          num_return_sequences=sampling.n, attention_mask=torch.ones_like(ids))
-            if sampling.greedy:
-                kwargs.update(do_sample=False, num_return_sequences=1)
-            else:
-                kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)
             with lm._lock, torch.inference_mode(), torch.random.fork_rng(devices=[]):
                 if sampling.seed is not None:
                     torch.manual_seed(sampling.seed)
-                out = lm.model.generate(input_ids=ids, **kwargs)
-            candidates = []
-            for row in out:
-                new = [int(t) for t in row[len(prompt):]]
-                while new and new[-1] == lm.pad_id and lm.pad_id not in eos:
-                    new.pop()
-                stopped = bool(new) and new[-1] in eos
-                raw = lm.tokenizer.decode(new, skip_special_tokens=True)
-                candidates.append(finish(raw, stopped, tokens=len(new)))
-            if sampling.greedy:  # greedy gives the same text n times: decode once
-                candidates = [Candidate(**vars(candidates[0])) for _ in range(sampling.n)]
+                out = lm.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=sampling.max_tokens,
+                                        pad_token_id=lm.pad_id, eos_token_id=sorted(eos), do_sample=True, num_return_sequences=sampling.n,
+                                        temperature=sampling.temperature, top_p=sampling.top_p)
+            candidates = [self._candidate(row[len(prompt):], eos) for row in out]
             results.append(SimulationResult(candidates, prompt_tokens=len(prompt)))
+        return results
+
+    def _candidate(self, new_ids, eos: set[int] | list[int]) -> Candidate:
+        lm = self.lm
+        new = [int(t) for t in new_ids]
+        stop = next((k for k, t in enumerate(new) if t in eos), None)
+        if stop is not None:
+            new = new[: stop + 1]
+        raw = lm.tokenizer.decode(new, skip_special_tokens=True)
+        return finish(raw, stop is not None, tokens=len(new))
+
+    def _greedy(self, prompts: list[list[int]], sampling: Sampling, eos: list[int]) -> list[SimulationResult]:
+        """Greedy: all prompts in left-padded batches, one sequence each, repeated n times."""
+        torch = require("torch", "serve")
+        lm = self.lm
+        results: list[SimulationResult] = []
+        for start in range(0, len(prompts), lm.batch_size):
+            chunk = prompts[start : start + lm.batch_size]
+            width = max(len(p) for p in chunk)
+            ids = torch.full((len(chunk), width), lm.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(chunk), width), dtype=torch.long)
+            for row, p in enumerate(chunk):
+                ids[row, width - len(p) :] = torch.tensor(p)
+                mask[row, width - len(p) :] = 1
+            with lm._lock, torch.inference_mode():
+                out = lm.model.generate(input_ids=ids.to(lm.device), attention_mask=mask.to(lm.device), do_sample=False,
+                                        max_new_tokens=sampling.max_tokens, pad_token_id=lm.pad_id, eos_token_id=eos)
+            for row, p in enumerate(chunk):
+                cand = self._candidate(out[row, width:], set(eos))
+                results.append(SimulationResult([Candidate(**vars(cand)) for _ in range(sampling.n)], prompt_tokens=len(p)))
         return results
 
     async def simulate(self, dialogues: Sequence[Dialogue], sampling: Sampling) -> list[SimulationResult]:
@@ -308,8 +327,9 @@ class VLLMEngine:
     async def generate(self, prompt_ids: list[int], sampling: Sampling, lora) -> tuple[list[Candidate], int]:
         from vllm import SamplingParams
 
+        # vLLM refuses n > 1 when greedy: generate once and repeat (greedy candidates are identical anyway).
         params = SamplingParams(
-            n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
+            n=1 if sampling.greedy else sampling.n, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
             seed=sampling.seed, stop=[END_OF_DIALOGUE], include_stop_str_in_output=True,
         )
         final = None
@@ -318,6 +338,8 @@ class VLLMEngine:
             final = out
         assert final is not None
         cands = [finish(c.text, c.finish_reason == "stop", tokens=len(c.token_ids)) for c in sorted(final.outputs, key=lambda c: c.index)]
+        if sampling.greedy and sampling.n > 1:
+            cands = [Candidate(**vars(cands[0])) for _ in range(sampling.n)]
         return cands, len(prompt_ids)
 
     def close(self) -> None:

@@ -149,6 +149,48 @@ class CausalLM(LogprobModel):
                     out[i] = logp.gather(1, target[:, None])[:, 0].double().cpu().numpy()
         return out  # type: ignore[return-value]
 
+    def choose(self, prompts: Sequence[Sequence[int]], options: Sequence[Sequence[int]]) -> tuple[list[int], np.ndarray]:
+        """Label scoring with the prompt encoded once: all options packed after it (4-D mask).
+
+        Equal to scoring each option separately (see :mod:`simhub.backends.packing`), at about
+        1/len(options) of the cost, since the prompt dominates the sequence length.
+        """
+        torch = require("torch", "metrics")
+        from simhub.backends.packing import PackedPrompt, collate_packed
+
+        if not prompts:
+            return [], np.zeros((0, len(options)))
+        packed = []
+        for prompt in prompts:
+            ids, spans = list(prompt), []
+            for option in options:
+                spans.append((len(ids), len(ids) + len(option)))
+                ids.extend(option)
+            packed.append(PackedPrompt(ids, len(prompt), spans))
+        scores = np.zeros((len(prompts), len(options)))
+        order = sorted(range(len(packed)), key=lambda i: len(packed[i].input_ids), reverse=True)
+        dtype = next(self.model.parameters()).dtype
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            batch = collate_packed([packed[i] for i in chunk], self.pad_id, dtype, self.device)
+            rows, cols, targets, owners = [], [], [], []
+            for row, i in enumerate(chunk):
+                p = packed[i]
+                for k, ((s, e), option) in enumerate(zip(p.segments, options, strict=True)):
+                    for j in range(e - s):
+                        rows.append(row)
+                        cols.append(p.context_len - 1 if j == 0 else s + j - 1)
+                        targets.append(option[j])
+                        owners.append((i, k))
+            with self._lock, torch.inference_mode():
+                hidden = self.model.model(**batch).last_hidden_state
+                logits = self.model.lm_head(hidden[torch.tensor(rows), torch.tensor(cols)]).float()
+                logp = torch.log_softmax(logits, dim=-1)
+                picked = logp.gather(1, torch.tensor(targets, device=logp.device)[:, None])[:, 0].double().cpu().numpy()
+            for (i, k), value in zip(owners, picked, strict=True):
+                scores[i, k] += value
+        return [int(i) for i in scores.argmax(axis=1)], scores
+
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int = 400) -> list[str]:
         """Greedy generation, left-padded batches; returns decoded text without special tokens."""
         torch = require("torch", "metrics")

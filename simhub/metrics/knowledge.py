@@ -46,6 +46,7 @@ import msgspec
 import numpy as np
 
 from simhub.backends.hf import CausalLM, ModelRef, load_causal_lm
+from simhub.backends.packing import PackedPrompt, collate_packed
 from simhub.errors import ConfigError, require
 from simhub.prompts import kt_context, kt_question
 from simhub.schema import Dialogue, Turn, atomic_write_bytes
@@ -224,20 +225,9 @@ def load_cutoffs(path: str | os.PathLike[str]) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------- packing
 
+#: A packed LLMKT prompt: the shared context, then one question segment per KC.
+KTPrompt = PackedPrompt
 
-@dataclass(frozen=True)
-class KTPrompt:
-    """One packed LLMKT prompt: ``input_ids`` = context then one question segment per KC."""
-
-    input_ids: list[int]
-    context_len: int
-    #: ``(start, end)`` token span of each KC segment in ``input_ids``.
-    segments: list[tuple[int, int]]
-
-    @property
-    def readout(self) -> list[int]:
-        """Positions whose next-token logits give each KC's True/False answer (last token of a segment)."""
-        return [end - 1 for _, end in self.segments]
 
 
 def true_false_ids(tokenizer) -> tuple[int, int]:
@@ -272,42 +262,6 @@ def build_kt_prompt(
         segments.append((len(ids), len(ids) + len(question)))
         ids.extend(question)
     return KTPrompt(input_ids=ids, context_len=len(context), segments=segments)
-
-
-def collate_packed(prompts: Sequence[KTPrompt], pad_id: int, dtype, device: str | None = None) -> dict:
-    """Right-padded ``input_ids``, the 4-D additive ``attention_mask`` and ``position_ids`` of a batch.
-
-    The mask is float with 0 where attention is allowed and ``finfo(dtype).min`` where it is
-    blocked (transformers passes a 4-D mask through unchanged). Padding tokens attend only to
-    themselves: a fully blocked row would turn into NaN in the softmax, and NaN hidden states
-    can leak into real rows through some kernels even though real rows never attend to padding.
-    """
-    torch = require("torch", "metrics")
-    width = max(len(p.input_ids) for p in prompts)
-    n = len(prompts)
-    ids = torch.full((n, width), pad_id, dtype=torch.long)
-    positions = torch.zeros((n, width), dtype=torch.long)
-    allowed = torch.zeros((n, width, width), dtype=torch.bool)
-    for row, p in enumerate(prompts):
-        length, c = len(p.input_ids), p.context_len
-        ids[row, :length] = torch.tensor(p.input_ids, dtype=torch.long)
-        allowed[row, :c, :c] = torch.ones((c, c), dtype=torch.bool).tril()
-        positions[row, :c] = torch.arange(c)
-        for start, end in p.segments:
-            span = end - start
-            allowed[row, start:end, :c] = True
-            allowed[row, start:end, start:end] = torch.ones((span, span), dtype=torch.bool).tril()
-            positions[row, start:end] = torch.arange(c, c + span)
-        pad = torch.arange(length, width)
-        allowed[row, pad, pad] = True
-    allowed = allowed.to(device) if device else allowed
-    mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
-    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
-    return {
-        "input_ids": ids.to(allowed.device),
-        "attention_mask": mask[:, None],
-        "position_ids": positions.to(allowed.device),
-    }
 
 
 # ---------------------------------------------------------------------------------- tracer

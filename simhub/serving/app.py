@@ -60,6 +60,14 @@ def auth_middleware(api_key: str):
     return factory
 
 
+def _security() -> dict:
+    from litestar.openapi.spec import Components, SecurityScheme
+
+    schemes = {"bearer": SecurityScheme(type="http", scheme="bearer"),
+               "apiKey": SecurityScheme(type="apiKey", name="X-API-Key", security_scheme_in="header")}
+    return {"components": Components(security_schemes=schemes), "security": [{"bearer": []}, {"apiKey": []}]}
+
+
 def create_app(settings: ServiceSettings | None = None, profile: dict | None = None) -> Litestar:
     """Build the app for ``settings.profile`` (or an already loaded ``profile`` dict)."""
     from simhub.profiles import load_profile
@@ -95,6 +103,7 @@ def create_app(settings: ServiceSettings | None = None, profile: dict | None = N
         openapi_config=OpenAPIConfig(
             title="simhub", version="1", description="Simulated students in tutoring dialogues: simulate and score.",
             path="/schema", render_plugins=[SwaggerRenderPlugin(), RedocRenderPlugin()],
+            **(_security() if settings.api_key else {}),
         ),
         debug=False,
     )

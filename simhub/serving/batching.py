@@ -24,6 +24,8 @@ class Job:
     key: Hashable | None
     items: Sequence[Any]
     future: asyncio.Future = field(repr=False)
+    #: Anything else ``run`` needs for this job (e.g. the metric names).
+    payload: Any = None
 
 
 class MicroBatcher:
@@ -44,11 +46,11 @@ class MicroBatcher:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
 
-    async def submit(self, key: Hashable | None, items: Sequence[Any]) -> Any:
+    async def submit(self, key: Hashable | None, items: Sequence[Any], payload: Any = None) -> Any:
         if self.pending + len(items) > self.max_pending:
             raise Overloaded(f"scoring queue is full ({self.pending} items waiting)")
         loop = asyncio.get_running_loop()
-        job = Job(key, items, loop.create_future())
+        job = Job(key, items, loop.create_future(), payload)
         self.queue.append(job)
         self.pending += len(items)
         if self._task is None or self._task.done():

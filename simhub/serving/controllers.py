@@ -56,12 +56,14 @@ class SimulationController(Controller):
         services.simulation.check_model(data.model)
         s.check_count(len(data.dialogues), cfg.max_dialogues, "dialogues", "dialogues")
         s.check_count(data.sampling.n, cfg.max_n, "sampling.n", "candidates")
-        s.check_count(data.sampling.max_tokens, cfg.max_tokens, "sampling.max_tokens", "tokens")
+        max_tokens = data.sampling.max_tokens or min(DEFAULT_MAX_TOKENS, cfg.max_tokens)
+        s.check_count(max_tokens, cfg.max_tokens, "sampling.max_tokens", "tokens")
         named = [(f"dialogues[{i}]", d) for i, d in enumerate(data.dialogues)]
         s.check_dialogue_caps(named, cfg.max_turns, cfg.max_chars)
         for where, d in named:
             s.check_student_next(where, d)
-        sampling = Sampling(**{f: getattr(data.sampling, f) for f in ("temperature", "top_p", "max_tokens", "n", "seed")})
+        sampling = Sampling(temperature=data.sampling.temperature, top_p=data.sampling.top_p, max_tokens=max_tokens,
+                            n=data.sampling.n, seed=data.sampling.seed)
         results = await _guarded(services, lambda: services.simulation.simulate(data.model, data.dialogues, sampling))
         out, usage = _simulation_out(results)
         return s.SimulateResponse(model=data.model, results=out, usage=usage)

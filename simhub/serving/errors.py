@@ -67,7 +67,13 @@ def _http(request: Request, exc: HTTPException) -> Response:
     message = exc.detail if status < 500 else "internal error"
     if status == 413:
         message = f"request body is larger than the limit of {request.app.request_max_body_size} bytes"
-    return error_response(status, _STATUS_TYPES.get(status, "http_error"), message, headers=exc.headers)
+    headers = dict(exc.headers or {})
+    if status == 429:
+        request.app.state.metrics.rejected.labels("rate_limit").inc()
+        reset = {k.lower(): v for k, v in headers.items()}.get("ratelimit-reset", "60")
+        headers.setdefault("Retry-After", str(reset))
+        message = "rate limit exceeded; retry after the Retry-After seconds"
+    return error_response(status, _STATUS_TYPES.get(status, "http_error"), message, headers=headers or None)
 
 
 def _simhub(request: Request, exc: SimhubError) -> Response:

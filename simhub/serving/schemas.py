@@ -54,7 +54,7 @@ class SamplingParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     temperature: Annotated[float, Meta(ge=0.0, le=2.0, description="0 = greedy")] = 0.0
     top_p: Annotated[float, Meta(gt=0.0, le=1.0)] = 1.0
-    max_tokens: Annotated[int, Meta(ge=1, le=4096)] = DEFAULT_MAX_TOKENS
+    max_tokens: Annotated[int, Meta(ge=1, le=4096, description=f"default {DEFAULT_MAX_TOKENS} (or the service cap if lower)")] | None = None
     n: Annotated[int, Meta(ge=1, le=64, description="candidates per dialogue")] = 1
     seed: Annotated[int, Meta(ge=0, le=2**63 - 1)] | None = None
 

@@ -63,17 +63,17 @@ class ScoringService:
         return metrics
 
     async def score(self, items: list[ScoreItem], metrics: tuple[str, ...]) -> tuple[list[ItemResult], dict]:
-        return await self.batcher.submit(self._batch_key(metrics), (metrics, items))
+        return await self.batcher.submit(self._batch_key(metrics), items, payload=metrics)
 
     def _run(self, key: Hashable | None, jobs: list[Job]) -> list[tuple[list[ItemResult], dict]]:
-        metrics = jobs[0].items[0]
-        items = [it for job in jobs for it in job.items[1]]
+        metrics = jobs[0].payload
+        items = [it for job in jobs for it in job.items]
         result = self.scorer.score(items, list(metrics))
         out, start = [], 0
         stable = {m: {k: v for k, v in s.items() if k in ("cutoffs", "cutoff_source")} for m, s in result.summary.items()}
         for job in jobs:
-            mine = result.items[start : start + len(job.items[1])]
-            start += len(job.items[1])
+            mine = result.items[start : start + len(job.items)]
+            start += len(job.items)
             summary = {m: {**summarize([r.scores.get(m) for r in mine]), **stable.get(m, {})} for m in metrics}
             out.append((mine, summary))
         return out

@@ -66,7 +66,7 @@ class DPOSettings:
     generation_batch_size: int = _f(8, "prompts per generation batch")
     backend: str = _f("transformers", "generation backend: transformers or vllm")
     scoring_profile: str = _f("paper-8b", "simhub profile whose metric models give the rewards")
-    reward_metrics: list[str] | None = _f(None, "metrics averaged into the reward (default: every configured "
+    reward_metrics: list[str] | None = _f(None, "metrics averaged into the reward (default: every configured "  # noqa: RUF009
                                                 "metric except rouge_l, as in the paper)")
     epsilon: float = _f(0.1, "minimum reward gap for a preference pair")
     max_pairs_per_turn: int = _f(6, "keep at most this many widest-gap pairs per turn")
@@ -115,7 +115,7 @@ class TrainRecipe:
     group_by_length: bool = _f(True, "batch examples of similar length (less padding)")
     dataloader_num_workers: int = _f(0, "data loader worker processes")
     seed: int = _f(42, "random seed (model init of LoRA, data order, subsampling)")
-    report_to: list[str] = _f(["none"], "trackers for transformers (none, tensorboard, wandb, ...)")
+    report_to: list[str] = _f(["none"], "trackers for transformers (none, tensorboard, wandb, ...)")  # noqa: RUF009
     # LoRA
     lora_r: int = _f(32, "LoRA rank")
     lora_alpha: int = _f(64, "LoRA alpha")

@@ -9,6 +9,7 @@ versions, log history), ``eval_results.json`` and, for KT, ``kt_cutoffs.json``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -50,10 +51,8 @@ def versions() -> dict[str, str]:
 
     out = {}
     for name in ("simhub", "torch", "transformers", "peft", "trl", "accelerate"):
-        try:
+        with contextlib.suppress(md.PackageNotFoundError):
             out[name] = md.version(name)
-        except md.PackageNotFoundError:
-            pass
     return out
 
 
