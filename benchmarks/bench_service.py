@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-DEMO = ROOT / "serving" / "profiles" / "demo.yaml"
+DEMO = ROOT / "tests" / "profiles" / "tiny.yaml"
 QUESTION = {"text": "Question Text: What is 5/8 divided by 1/6?\nAnswer A Text: 15/4\nAnswer B Text: 5/48"}
 DIALOGUE = {
     "id": "bench", "question": QUESTION, "kcs": ["Divide fractions"],

@@ -2,8 +2,9 @@
 
 ``demo`` runs on a CPU with the tiny model kit and needs no network; ``paper-8b`` uses the
 published 8B checkpoints. A profile is given by name (shipped in ``simhub/resources/profiles``)
-or by path. Model references may be a folder, a Hub id, or ``tiny:NAME`` for a model of the
-tiny kit, which is built on first use under ``$SIMHUB_HOME/tiny``.
+or by path. Model references may be a folder, a Hub id, ``tiny:NAME`` for a model of the
+tiny kit (built on first use under ``$SIMHUB_HOME/tiny``), or ``demo:NAME`` for a LoRA adapter
+trained once on the sample corpus by the ``tiny-NAME`` recipe (under ``$SIMHUB_HOME/demo``).
 """
 
 from __future__ import annotations
@@ -51,8 +52,48 @@ def load_profile(name_or_path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
+#: Demo models: ``demo:NAME`` is trained once from ``training/recipes/tiny-NAME.yaml``.
+DEMO_MODELS = ("student-sft", "tutor", "acts", "correctness", "kt")
+
+
+def recipes_dir() -> Path:
+    return Path(__file__).resolve().parents[1] / "training" / "recipes"
+
+
+def build_demo_model(name: str) -> Path:
+    """Train demo model ``name`` from its tiny recipe under ``$SIMHUB_HOME/demo`` unless it exists.
+
+    Training writes to a temporary folder that is renamed when complete, so an interrupted build
+    is redone rather than half-used.
+    """
+    target = simhub_home() / "demo" / name
+    if (target / "adapter_config.json").is_file():
+        return target
+    if name not in DEMO_MODELS:
+        raise ConfigError(f"demo:{name}: unknown demo model; known: {', '.join(DEMO_MODELS)}")
+    recipe_path = recipes_dir() / f"tiny-{name}.yaml"
+    if not recipe_path.is_file():
+        raise ConfigError(f"demo:{name}: recipe {recipe_path.name} not found; run from a simhub checkout")
+    import shutil
+    import sys
+
+    from simhub.training.config import load_recipe
+    from simhub.training.train import train
+
+    print(f"simhub: training demo model {name!r} from {recipe_path.name} (first use only)...", file=sys.stderr, flush=True)
+    partial = target.with_name(f".{name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    train(load_recipe(recipe_path), partial)
+    for checkpoint in partial.glob("checkpoint-*"):
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    partial.rename(target)
+    return target
+
+
 def resolve_model(spec: str) -> str:
-    """Turn ``tiny:NAME`` into a folder of the tiny kit (building the kit if needed)."""
+    """Turn ``tiny:NAME`` into a folder of the tiny kit and ``demo:NAME`` into a trained demo model."""
+    if spec.startswith("demo:"):
+        return str(build_demo_model(spec.removeprefix("demo:")))
     if spec.startswith("tiny:"):
         from simhub.testing.tiny import build_kit
 

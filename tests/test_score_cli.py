@@ -11,6 +11,8 @@ from simhub.cli import main
 from simhub.schema import to_builtins
 
 REPO = Path(__file__).resolve().parents[1]
+#: The untrained tiny models (fast); the shipped demo profile is tested in test_demo.py.
+TINY = str(REPO / "tests" / "profiles" / "tiny.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -27,9 +29,9 @@ def items_file(tmp_path_factory, sample_corpus):
     return path
 
 
-def test_score_cli_demo_profile_all_metrics(items_file, tmp_path, simhub_home, capsys):
+def test_score_cli_all_metrics(items_file, tmp_path, simhub_home, capsys):
     out = tmp_path / "scores.jsonl"
-    assert main(["score", "--input", str(items_file), "--output", str(out), "--profile", "demo"]) == 0
+    assert main(["score", "--input", str(items_file), "--output", str(out), "--profile", TINY]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == len(items_file.read_text().splitlines())
     names = {"acts", "correctness", "errors", "knowledge", "cosine", "rouge_l", "tutor_response"}
@@ -82,13 +84,13 @@ def test_kt_cutoffs_then_service_mode(sample_corpus, tmp_path, simhub_home, caps
     data = tmp_path / "val.jsonl"
     write_jsonl(data, sample_corpus["val"][:8])
     cut = tmp_path / "kt_cutoffs.json"
-    assert main(["kt-cutoffs", "--data", str(data), "--output", str(cut)]) == 0
+    assert main(["kt-cutoffs", "--data", str(data), "--output", str(cut), "--profile", TINY]) == 0
     cutoffs = load_cutoffs(cut)
     assert len(cutoffs) == 4 and list(cutoffs) == sorted(cutoffs)
     meta = json.loads(cut.read_text())
     assert meta["n_deltas"] > 0 and meta["source"] == str(data)
 
-    config = scorer_config(load_profile("demo"))
+    config = scorer_config(load_profile(TINY))
     config.knowledge_cutoffs = str(cut)
     scorer = Scorer(config)
     dialogue = sample_corpus["test"][0]
@@ -109,7 +111,7 @@ def test_score_real_turn_is_ceiling(sample_corpus, simhub_home):
     from simhub.profiles import load_profile, scorer_config
     from simhub.scoring import Scorer, ScoreItem
 
-    scorer = Scorer(scorer_config(load_profile("demo")))
+    scorer = Scorer(scorer_config(load_profile(TINY)))
     items = [ScoreItem(d, i, d.turns[i].content) for d in sample_corpus["val"][:3] for i in d.student_turn_indices()]
     result = scorer.score(items, ["rouge_l", "cosine", "knowledge"])
     assert result.summary["rouge_l"]["mean"] == 1.0
@@ -134,7 +136,7 @@ def test_evaluate_module_text_and_dialogues(sample_corpus, simhub_home):
         references=[dialogue.turns[i].content for i in turns],
         dialogues=[to_builtins(dialogue)] * len(turns),
         turn_indices=turns,
-        profile="demo",
+        profile=TINY,
     )
     for name in ("acts", "correctness", "errors", "knowledge", "cosine", "rouge_l", "tutor_response"):
         assert f"{name}_count" in full

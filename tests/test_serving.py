@@ -16,7 +16,7 @@ from simhub.backends.generation import Candidate, Sampling, chat_payload, finish
 from simhub.serving.app import create_app
 from simhub.serving.settings import ServiceSettings
 
-DEMO = Path(__file__).parent.parent / "serving" / "profiles" / "demo.yaml"
+DEMO = Path(__file__).parent / "profiles" / "tiny.yaml"
 QUESTION = {"text": "Question Text: What is 5/8 divided by 1/6?\nAnswer A Text: 15/4"}
 PAPER_DIALOGUE = {
     "id": "paper-example",

@@ -33,7 +33,7 @@ def rouge_items():
 from simhub.serving.testing import ServerProcess  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
-DEMO = ROOT / "serving" / "profiles" / "demo.yaml"
+DEMO = ROOT / "tests" / "profiles" / "tiny.yaml"
 API_KEY = "test-key-0123456789"
 
 
@@ -69,6 +69,30 @@ def test_openai_client_against_live_server(server):
         client.chat.completions.create(model="gpt-4.1", messages=messages)
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=f"{url}/v1", api_key="wrong", max_retries=0).models.list()
+
+
+def test_openai_backend_against_live_server(server, monkeypatch):
+    """A prompted simulator (backend openai) whose upstream is this very service's /v1 endpoint."""
+    from simhub.backends.generation import OpenAIGenerator, Sampling, SimulatorSpec
+    from simhub.schema import dialogue_from_dict
+
+    url, _ = server
+    monkeypatch.setenv("SIMHUB_TEST_UPSTREAM_KEY", API_KEY)
+    spec = SimulatorSpec(id="prompted", backend="openai", model="tiny-student", base_url=f"{url}/v1",
+                         api_key_env="SIMHUB_TEST_UPSTREAM_KEY")
+    generator = OpenAIGenerator(spec)
+
+    async def main():
+        generator.load()
+        try:
+            return await generator.simulate([dialogue_from_dict(HISTORY)] * 2, Sampling(max_tokens=8, n=2))
+        finally:
+            await generator.client.aclose()
+
+    results = asyncio.run(main())
+    assert len(results) == 2 and all(len(r.candidates) == 2 for r in results)
+    assert results[0].candidates[0].text == results[1].candidates[0].text  # greedy upstream
+    assert results[0].prompt_tokens > 0 and results[0].candidates[0].finish_reason in ("stop", "length")
 
 
 def test_bad_input_keeps_server_alive(server):

@@ -14,7 +14,7 @@ httpx = pytest.importorskip("httpx")
 
 from simhub.serving.testing import ServerProcess  # noqa: E402
 
-DEMO = Path(__file__).parent.parent / "serving" / "profiles" / "demo.yaml"
+DEMO = Path(__file__).parent / "profiles" / "tiny.yaml"
 HISTORY = {"id": "v", "question": {"text": "What is 5/8 divided by 1/6?"},
            "turns": [{"role": "tutor", "content": "What calculation do we need to do here?"}]}
 

@@ -175,9 +175,14 @@ def build_random_lora(base: str, output: str | os.PathLike[str], rank: int = 32,
     model = transformers.AutoModelForCausalLM.from_pretrained(base)
     config = peft.LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=LORA_TARGETS, init_lora_weights=False)
     out = Path(output)
-    tmp = out.with_name(out.name + ".tmp")
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     peft.get_peft_model(model, config).save_pretrained(tmp)
-    tmp.rename(out) if not out.exists() else None
+    if out.exists():  # another process finished first; keep its copy
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        tmp.rename(out)
     return out
 
 

@@ -1,6 +1,6 @@
 """``simhub serve``: the HTTP service under uvicorn.
 
-    simhub serve --profile serving/profiles/demo.yaml --port 8000
+    simhub serve --profile demo --port 8000
     SIMHUB_API_KEY=... simhub serve --profile paper-8b --host 0.0.0.0 --backend vllm
 """
 

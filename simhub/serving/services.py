@@ -103,18 +103,20 @@ class ScoringService:
 class SimulationService:
     """Routes /simulate to the simulator's generator, with a bound on dialogues in flight."""
 
-    def __init__(self, registry: SimulatorRegistry, settings: ServiceSettings, metrics: ServiceMetrics):
-        self.registry = registry
+    def __init__(self, specs: dict, settings: ServiceSettings, metrics: ServiceMetrics):
+        #: Known before the models are built (so unknown ids get a 404 while loading).
+        self.specs = specs
+        self.registry: SimulatorRegistry | None = None
         self.max_in_flight = settings.queue_size
         self.in_flight = 0
         self.stats = metrics
 
     @property
     def ids(self) -> list[str]:
-        return list(self.registry.specs)
+        return list(self.specs)
 
     def check_model(self, model: str, field: str = "model") -> None:
-        if model not in self.registry.specs:
+        if model not in self.specs:
             known = ", ".join(self.ids) or "none configured"
             raise UnknownModel(f"{field}: unknown simulator {model!r}; available: {known}", field)
 
@@ -122,6 +124,7 @@ class SimulationService:
         self.check_model(model)
         if self.in_flight + len(dialogues) > self.max_in_flight:
             raise Overloaded(f"simulation queue is full ({self.in_flight} dialogues in flight)")
+        assert self.registry is not None, "wait_ready() before simulate()"
         self.in_flight += len(dialogues)
         try:
             results = await self.registry.get(model).simulate(dialogues, sampling)
@@ -131,7 +134,7 @@ class SimulationService:
         return results
 
     def model_info(self) -> list[dict]:
-        return [spec.describe() for spec in self.registry.specs.values()]
+        return [spec.describe() for spec in self.specs.values()]
 
 
 class Services:
@@ -143,9 +146,7 @@ class Services:
         self.profile, self.settings, self.metrics = profile, settings, metrics
         self.scoring = ScoringService(Scorer(scorer_config(profile)), settings, metrics)
         specs = simulator_specs(profile, settings.simulator_backend, resolve=False)
-        self._specs_unresolved = specs
-        self.simulation = SimulationService(SimulatorRegistry({}), settings, metrics)
-        self.simulation.registry.specs = specs  # ids are known (for 404s) before the models are built
+        self.simulation = SimulationService(specs, settings, metrics)
         self.loading: list[str] = ["scorer", *specs]
         self.load_error: str | None = None
         self._loaded = threading.Event()
@@ -164,7 +165,7 @@ class Services:
                 log.info("loading simulator", extra={"simulator": sid, "backend": specs[sid].backend})
                 gen.load()
                 self.loading.remove(sid)
-            self.simulation.registry = registry
+            self.simulation.registry, self.simulation.specs = registry, specs
             log.info("loading metric models", extra={"metrics": self.scoring.scorer.metrics})
             self.scoring.scorer.load()
             self.loading.remove("scorer")
@@ -189,4 +190,5 @@ class Services:
 
     async def close(self) -> None:
         await self.scoring.batcher.close()
-        self.simulation.registry.close()
+        if self.simulation.registry is not None:
+            self.simulation.registry.close()

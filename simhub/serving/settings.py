@@ -23,7 +23,7 @@ class ServiceSettings:
     plus ``backend`` (default simulator backend) and ``vllm`` (engine options).
     """
 
-    #: Profile name or path (``demo``, ``paper-8b``, ``serving/profiles/demo.yaml``).
+    #: Profile name or path (``demo``, ``paper-8b``, or a YAML path).
     profile: str = "demo"
     host: str = "127.0.0.1"
     port: int = 8000

@@ -1,0 +1,81 @@
+"""The shipped demo profile end to end: demo models trained from the tiny recipes, then scored and served."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo_profile(simhub_home):
+    from simhub.profiles import load_profile
+    from simhub.serving.cli import prepare_models
+
+    profile = load_profile("demo")
+    prepare_models(profile)
+    return profile
+
+
+def test_demo_models_are_trained_adapters(demo_profile, simhub_home):
+    from simhub.profiles import build_demo_model
+
+    for name in ("acts", "kt", "tutor", "student-sft"):
+        folder = simhub_home / "demo" / name
+        assert (folder / "adapter_config.json").is_file()
+        assert json.loads((folder / "eval_results.json").read_text())
+        assert build_demo_model(name) == folder  # reused, not retrained
+    assert (simhub_home / "demo" / "kt" / "kt_cutoffs.json").is_file()
+    assert not list((simhub_home / "demo").glob(".*.partial"))
+
+
+def test_demo_profile_scores_all_metrics_with_shipped_cutoffs(demo_profile, sample_corpus):
+    from simhub.profiles import scorer_config
+    from simhub.scoring import Scorer, ScoreItem
+
+    scorer = Scorer(scorer_config(demo_profile))
+    assert scorer.metrics == ["acts", "correctness", "errors", "knowledge", "cosine", "rouge_l", "tutor_response"]
+    dialogue = sample_corpus["test"][2]
+    second = dialogue.student_turn_indices()[1]
+    result = scorer.score([ScoreItem(dialogue, second, "I think it is 12")])
+    item = result.items[0]
+    assert item.error is None
+    assert item.scores["knowledge"] is not None  # one turn scores: cutoffs ship with the KT model
+    assert item.details["acts"]["predicted"] in ("Math Answer", "Seek Information", "Not Understanding", "Acknowledge", "Off-Topic")
+
+
+def test_demo_service_simulates_and_scores(demo_profile):
+    from litestar.testing import TestClient
+
+    from simhub.serving.app import create_app
+    from simhub.serving.settings import ServiceSettings
+
+    settings = ServiceSettings.load(demo_profile, profile="demo")
+    dialogue = {
+        "id": "d1",
+        "question": {"text": "What is 5/8 divided by 1/6?"},
+        "turns": [
+            {"role": "tutor", "content": "What calculation do we need to do here?"},
+            {"role": "student", "content": "5/8 divided by 1/6?", "act": "Math Answer", "correctness": "correct"},
+            {"role": "tutor", "content": "Yes! How do we divide fractions?"},
+        ],
+    }
+    with TestClient(app=create_app(settings, demo_profile)) as client:
+        for _ in range(600):
+            if client.get("/ready").status_code == 200:
+                break
+            import time
+
+            time.sleep(0.5)
+        assert client.get("/ready").status_code == 200
+        models = client.get("/models").json()
+        assert "tiny-student-sft" in json.dumps(models)
+        body = {"model": "tiny-student-sft", "dialogues": [dialogue], "sampling": {"max_tokens": 16}}
+        first = client.post("/simulate", json=body)
+        assert first.status_code == 200, first.text
+        second = client.post("/simulate", json=body).json()
+        assert first.json()["results"][0]["candidates"][0]["text"] == second["results"][0]["candidates"][0]["text"]
+        scored = client.post("/score", json={"items": [{"dialogue": dialogue, "turn_index": 1, "candidate": "8/5"}], "metrics": ["rouge_l"]})
+        assert scored.status_code == 200 and round(scored.json()["items"][0]["scores"]["rouge_l"], 4) == 0.25
