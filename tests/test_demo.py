@@ -33,7 +33,7 @@ def test_demo_models_are_trained_adapters(demo_profile, simhub_home):
 
 def test_demo_profile_scores_all_metrics_with_shipped_cutoffs(demo_profile, sample_corpus):
     from simhub.profiles import scorer_config
-    from simhub.scoring import Scorer, ScoreItem
+    from simhub.scoring import ScoreItem, Scorer
 
     scorer = Scorer(scorer_config(demo_profile))
     assert scorer.metrics == ["acts", "correctness", "errors", "knowledge", "cosine", "rouge_l", "tutor_response"]

@@ -109,7 +109,12 @@ def test_tiny_kit_tokenizer_and_chat_template(tiny_kit):
 
 def test_tiny_models_load_generate_and_train_one_step(tiny_kit):
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import (
+        AutoConfig,
+        AutoModelForCausalLM,
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+    )
 
     config = AutoConfig.from_pretrained(tiny_kit["llama"])
     assert config.head_dim == 64 and config.num_hidden_layers >= 3
@@ -134,16 +139,26 @@ def test_tiny_models_load_generate_and_train_one_step(tiny_kit):
     assert cls(**batch).logits.shape == (1, 5)
 
 
-def test_tiny_kit_is_deterministic(tiny_kit, tmp_path):
-    from simhub.testing.tiny import build_kit
-
-    again = build_kit(tmp_path / "kit")
-    for name in ("tokenizer.json",):
-        assert (again["tokenizer"] / name).read_bytes() == (tiny_kit["tokenizer"] / name).read_bytes()
-    assert (again["llama"] / "model.safetensors").read_bytes() == (tiny_kit["llama"] / "model.safetensors").read_bytes()
-
-
-def test_cli_tiny_builds_kit(tmp_path, capsys):
+def test_cli_tiny_kit_is_deterministic(tiny_kit, tmp_path, capsys):
+    """`simhub tiny` builds the same bytes as the session's kit (tokenizer and pre-trained weights)."""
     assert main(["tiny", "--output", str(tmp_path / "k")]) == 0
-    assert (tmp_path / "k" / "llama" / "config.json").is_file()
     assert "llama:" in capsys.readouterr().out
+    again = tmp_path / "k"
+    assert (again / "tokenizer" / "tokenizer.json").read_bytes() == (tiny_kit["tokenizer"] / "tokenizer.json").read_bytes()
+    for name in ("llama", "llama-cls"):
+        assert (again / name / "model.safetensors").read_bytes() == (tiny_kit[name] / "model.safetensors").read_bytes()
+
+
+def test_pretraining_lowers_the_loss():
+    from simhub.testing.tiny import _config, build_tokenizer, pretrain, pretraining_ids
+
+    texts = ["What is 3/4 of 20? I think it is 15.", "Can you explain how you got that?", "idk"] * 20
+    tok = build_tokenizer(texts, vocab_size=300)
+    import torch
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(_config(tok))
+    ids = pretraining_ids(tok)
+    losses = pretrain(model, ids, steps=12, batch=2, length=64)
+    assert len(losses) == 12 and losses[-1] < losses[0] - 0.5

@@ -244,7 +244,7 @@ def test_packed_label_scoring_equals_separate(scorer):
 
     lm = scorer.act_model().lm
     prompts = [lm.chat_ids([{"role": "user", "content": t}]) for t in ("What is 3/4 of 20?", "ok", "Can you explain how you got 5/8 please?")]
-    options = [lm.text_ids(label) + [lm.eot_id] for label in ACTS]
+    options = [[*lm.text_ids(label), lm.eot_id] for label in ACTS]
     packed_best, packed = lm.choose(prompts, options)
     separate_best, separate = LogprobModel.choose(lm, prompts, options)
     assert packed == pytest.approx(separate, abs=1e-4)

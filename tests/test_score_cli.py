@@ -79,7 +79,7 @@ def test_kt_cutoffs_then_service_mode(sample_corpus, tmp_path, simhub_home, caps
     from simhub.metrics.knowledge import load_cutoffs
     from simhub.profiles import load_profile, scorer_config
     from simhub.schema import write_jsonl
-    from simhub.scoring import Scorer, ScoreItem
+    from simhub.scoring import ScoreItem, Scorer
 
     data = tmp_path / "val.jsonl"
     write_jsonl(data, sample_corpus["val"][:8])
@@ -109,7 +109,7 @@ def test_kt_cutoffs_then_service_mode(sample_corpus, tmp_path, simhub_home, caps
 def test_score_real_turn_is_ceiling(sample_corpus, simhub_home):
     """Scoring a real turn against itself: rouge_l, cosine and knowledge are exactly 1."""
     from simhub.profiles import load_profile, scorer_config
-    from simhub.scoring import Scorer, ScoreItem
+    from simhub.scoring import ScoreItem, Scorer
 
     scorer = Scorer(scorer_config(load_profile(TINY)))
     items = [ScoreItem(d, i, d.turns[i].content) for d in sample_corpus["val"][:3] for i in d.student_turn_indices()]

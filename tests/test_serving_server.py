@@ -12,18 +12,7 @@ import pytest
 pytest.importorskip("litestar")
 httpx = pytest.importorskip("httpx")
 
-QUESTION = {"text": "Question Text: What is 5/8 divided by 1/6?\nAnswer A Text: 15/4"}
-PAPER_DIALOGUE = {
-    "id": "paper-example",
-    "question": QUESTION,
-    "turns": [
-        {"role": "tutor", "content": "What calculation do we need to do here?"},
-        {"role": "student", "content": "5/8 divided by 1/6?", "act": "Math Answer", "correctness": "correct"},
-        {"role": "tutor", "content": "Yes! How do we divide fractions?"},
-        {"role": "student", "content": "flip the second one and multiply", "act": "Math Answer", "correctness": "correct"},
-    ],
-}
-HISTORY = {**PAPER_DIALOGUE, "turns": PAPER_DIALOGUE["turns"][:3]}
+from tests.test_serving import HISTORY, PAPER_DIALOGUE, QUESTION  # noqa: E402  (one copy of the example)
 
 
 def rouge_items():

@@ -224,9 +224,9 @@ def test_kt_loss_falls(tiny_kit, tokenizer, sample_corpus):
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_kit["llama"]), lora_config(TrainRecipe()))
     batch = KTCollator(tokenizer, torch.float32)(examples)
     ids = true_false_ids(tokenizer)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=3e-4)
     losses = []
-    for _ in range(5):
+    for _ in range(8):
         p = kt_probabilities(model, batch, *ids).clamp(1e-6, 1 - 1e-6)
         loss = torch.nn.functional.binary_cross_entropy(p, batch["labels"])
         optimizer.zero_grad()

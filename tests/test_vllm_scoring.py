@@ -27,7 +27,7 @@ def test_vllm_prompt_logprobs_match_transformers(tiny_kit, unload):
     ref = ModelRef(str(tiny_kit["llama"]))
     hf = load_causal_lm(ref, backend="transformers")
     vl = load_causal_lm(ref, backend="vllm")
-    pairs = [(hf.chat_ids([{"role": "user", "content": "What is 3/4 of 20?"}]), hf.text_ids("It is 15.") + [hf.eot_id])]
+    pairs = [(hf.chat_ids([{"role": "user", "content": "What is 3/4 of 20?"}]), [*hf.text_ids("It is 15."), hf.eot_id])]
     pairs.append((pairs[0][0][:5], pairs[0][1]))
     for a, b in zip(hf.continuation_logprobs(pairs), vl.continuation_logprobs(pairs), strict=True):
         assert a.shape == b.shape

@@ -253,16 +253,14 @@ class TransformersGenerator:
     def _greedy(self, prompts: list[list[int]], sampling: Sampling, eos: list[int]) -> list[SimulationResult]:
         """Greedy: all prompts in left-padded batches, one sequence each, repeated n times."""
         torch = require("torch", "serve")
+        from simhub.backends.hf import left_pad
+
         lm = self.lm
         results: list[SimulationResult] = []
         for start in range(0, len(prompts), lm.batch_size):
             chunk = prompts[start : start + lm.batch_size]
-            width = max(len(p) for p in chunk)
-            ids = torch.full((len(chunk), width), lm.pad_id, dtype=torch.long)
-            mask = torch.zeros((len(chunk), width), dtype=torch.long)
-            for row, p in enumerate(chunk):
-                ids[row, width - len(p) :] = torch.tensor(p)
-                mask[row, width - len(p) :] = 1
+            ids, mask = left_pad(chunk, lm.pad_id)
+            width = ids.shape[1]
             with lm._lock, torch.inference_mode():
                 out = lm.model.generate(input_ids=ids.to(lm.device), attention_mask=mask.to(lm.device), do_sample=False,
                                         max_new_tokens=sampling.max_tokens, pad_token_id=lm.pad_id, eos_token_id=eos)

@@ -197,12 +197,8 @@ class CausalLM(LogprobModel):
         texts: list[str] = []
         for start in range(0, len(prompts), self.batch_size):
             chunk = [list(p) for p in prompts[start : start + self.batch_size]]
-            width = max(len(p) for p in chunk)
-            ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
-            mask = torch.zeros((len(chunk), width), dtype=torch.long)
-            for row, p in enumerate(chunk):
-                ids[row, width - len(p) :] = torch.tensor(p)
-                mask[row, width - len(p) :] = 1
+            ids, mask = left_pad(chunk, self.pad_id)
+            width = ids.shape[1]
             with self._lock, torch.inference_mode():
                 gen = self.model.generate(
                     input_ids=ids.to(self.device),
@@ -214,6 +210,18 @@ class CausalLM(LogprobModel):
             for row in range(len(chunk)):
                 texts.append(self.tokenizer.decode(gen[row, width:], skip_special_tokens=True))
         return texts
+
+
+def left_pad(seqs: Sequence[Sequence[int]], pad_id: int):
+    """Left-padded ``input_ids`` and ``attention_mask`` tensors for generation (new tokens line up)."""
+    torch = require("torch", "metrics")
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for row, seq in enumerate(seqs):
+        ids[row, width - len(seq) :] = torch.tensor(list(seq), dtype=torch.long)
+        mask[row, width - len(seq) :] = 1
+    return ids, mask
 
 
 _CACHE: dict[tuple, LogprobModel] = {}

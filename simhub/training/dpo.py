@@ -136,7 +136,7 @@ def _sample_transformers(ctx: Context, prompts: list[list[dict]]) -> list[list[s
     torch = require("torch", "train")
     from tqdm.auto import tqdm
 
-    from simhub.backends.hf import ModelRef, load_causal_lm
+    from simhub.backends.hf import ModelRef, left_pad, load_causal_lm
     from simhub.prompts import strip_end_marker
 
     dpo = ctx.recipe.dpo
@@ -146,12 +146,8 @@ def _sample_transformers(ctx: Context, prompts: list[list[dict]]) -> list[list[s
     ids = [lm.chat_ids(p) for p in prompts]
     for start in tqdm(range(0, len(ids), dpo.generation_batch_size), desc="generate", unit="batch"):
         chunk = ids[start : start + dpo.generation_batch_size]
-        width = max(len(p) for p in chunk)
-        batch = torch.full((len(chunk), width), lm.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(chunk), width), dtype=torch.long)
-        for row, p in enumerate(chunk):
-            batch[row, width - len(p) :] = torch.tensor(p)
-            mask[row, width - len(p) :] = 1
+        batch, mask = left_pad(chunk, lm.pad_id)
+        width = batch.shape[1]
         with torch.inference_mode():
             gen = lm.model.generate(
                 input_ids=batch.to(lm.device), attention_mask=mask.to(lm.device), do_sample=True,
