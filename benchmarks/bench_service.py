@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-DEMO = ROOT / "tests" / "profiles" / "tiny.yaml"
 QUESTION = {"text": "Question Text: What is 5/8 divided by 1/6?\nAnswer A Text: 15/4\nAnswer B Text: 5/48"}
 DIALOGUE = {
     "id": "bench", "question": QUESTION, "kcs": ["Divide fractions"],
@@ -85,6 +84,7 @@ def main() -> None:
     from simhub.serving.testing import ServerProcess
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="demo", help="profile name or YAML path (default: the shipped demo)")
     parser.add_argument("--score-requests", type=int, default=192)
     parser.add_argument("--simulate-requests", type=int, default=48)
     parser.add_argument("--max-tokens", type=int, default=32)
@@ -94,20 +94,25 @@ def main() -> None:
 
     home = os.environ.get("SIMHUB_HOME") or tempfile.mkdtemp(prefix="simhub-bench-")
     base_env = {"SIMHUB_HOME": home, "VLLM_CPU_KVCACHE_SPACE": "1", "SIMHUB_LOG_JSON": "1"}
+    from simhub.profiles import load_profile, scorer_config
+
+    profile = load_profile(args.profile)
+    simulators = list(profile.get("simulators") or {})[:2]
+    config = scorer_config(profile)
     # Knowledge with paper cutoffs depends on the whole scored set, so the service never merges it;
-    # the batching comparison uses the other six metrics.
-    metrics = ["acts", "correctness", "errors", "cosine", "rouge_l", "tutor_response"]
+    # with cutoffs shipped beside the KT model (the demo) all seven metrics are compared.
+    metrics = [m for m in config.configured() if m != "knowledge" or config.knowledge_cutoffs != "paper"]
     score_bodies = [{"items": [{"dialogue": DIALOGUE, "turn_index": (1, 3)[i % 2], "candidate": CANDIDATES[i % len(CANDIDATES)]}],
                      "metrics": metrics} for i in range(args.score_requests)]
-    sim_bodies = [{"model": ("tiny-student", "tiny-student-lora")[i % 2], "dialogues": [{**DIALOGUE, "turns": DIALOGUE["turns"][: 1 + 2 * (i % 3)]}],
+    sim_bodies = [{"model": simulators[i % len(simulators)], "dialogues": [{**DIALOGUE, "turns": DIALOGUE["turns"][: 1 + 2 * (i % 3)]}],
                    "sampling": {"max_tokens": args.max_tokens}} for i in range(args.simulate_requests)]
     results: dict = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
-                     "profile": str(DEMO.relative_to(ROOT)), "score": {"metrics": metrics, "items_per_request": 1}, "simulate": {}}
+                     "profile": args.profile, "score": {"metrics": metrics, "items_per_request": 1}, "simulate": {}}
 
     configs = [("batched", {"SIMHUB_BATCH_WINDOW_MS": "5"}), ("one_at_a_time", {"SIMHUB_BATCH_WINDOW_MS": "0", "SIMHUB_MAX_BATCH_ITEMS": "1"})]
     for name, env in configs:
         print(f"/score {name} ...", flush=True)
-        with ServerProcess(str(DEMO), env={**base_env, **env}, cwd=str(ROOT)) as url:
+        with ServerProcess(args.profile, env={**base_env, **env}, cwd=str(ROOT)) as url:
             results["score"][name] = asyncio.run(run_load(url, "/score", score_bodies, 16))
             results["score"][name].update(batch_stats(url))
             if name == "batched":
@@ -125,7 +130,7 @@ def main() -> None:
             results["simulate"]["vllm"] = "not installed"
         else:
             print("/simulate vllm ...", flush=True)
-            with ServerProcess(str(DEMO), env=base_env, args=["--backend", "vllm"], cwd=str(ROOT), ready_timeout=400) as url:
+            with ServerProcess(args.profile, env=base_env, args=["--backend", "vllm"], cwd=str(ROOT), ready_timeout=400) as url:
                 results["simulate"]["vllm"] = {
                     "concurrent": asyncio.run(run_load(url, "/simulate", sim_bodies, 16)),
                     "one_at_a_time": asyncio.run(run_load(url, "/simulate", sim_bodies, 1)),
