@@ -8,6 +8,7 @@ import threading
 import typing
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import numpy as np
 import pytest
 
 from simhub.backends.hf import ModelRef
@@ -240,12 +241,39 @@ def test_cosine_minilm_offline():
 
 
 def test_packed_label_scoring_equals_separate(scorer):
-    from simhub.backends.hf import LogprobModel
+    import torch
 
     lm = scorer.act_model().lm
     prompts = [lm.chat_ids([{"role": "user", "content": t}]) for t in ("What is 3/4 of 20?", "ok", "Can you explain how you got 5/8 please?")]
     options = [[*lm.text_ids(label), lm.eot_id] for label in ACTS]
-    packed_best, packed = lm.choose(prompts, options)
-    separate_best, separate = LogprobModel.choose(lm, prompts, options)
+    best, packed = lm.choose(prompts, options)
+    separate = np.zeros_like(packed)
+    for i, prompt in enumerate(prompts):
+        for k, option in enumerate(options):
+            with torch.no_grad():
+                logits = lm.model(torch.tensor([prompt + option])).logits[0, len(prompt) - 1 : -1]
+            separate[i, k] = torch.log_softmax(logits, -1).gather(1, torch.tensor(option)[:, None]).sum().item()
     assert packed == pytest.approx(separate, abs=1e-4)
-    assert packed_best == separate_best
+    assert best == [int(i) for i in separate.argmax(axis=1)]
+
+
+@pytest.mark.parametrize("row_tokens", [2048, 40])
+def test_prefix_tree_packing_equals_separate(scorer, row_tokens):
+    """Shared prefixes, duplicates, a prefix of another sequence and row overflow all give the
+    hidden states of each sequence run alone."""
+    import torch
+
+    lm = scorer.act_model().lm
+    base = lm.text_ids("Turn 1 (Tutor): What is 3/4 of 20? Turn 2 (Student): 15 Turn 3 (Tutor): Well done!")
+    seqs = [base, base[:12], [*base[:12], 7, 8, 9], base, [*base[:20], 5], [3, 4, 5], base[:12]]
+    readouts = [list(range(len(s))) for s in seqs]
+    old = lm.row_tokens
+    lm.row_tokens = row_tokens
+    try:
+        got = lm.hidden_at(seqs, readouts)
+    finally:
+        lm.row_tokens = old
+    for seq, hidden in zip(seqs, got, strict=True):
+        with torch.no_grad():
+            alone = lm.model.model(torch.tensor([seq])).last_hidden_state[0]
+        assert torch.allclose(hidden, alone, atol=1e-4)

@@ -117,79 +117,66 @@ class CausalLM(LogprobModel):
 
     # ------------------------------------------------------------------ scoring
 
+    #: Tokens per packed row (see :func:`simhub.backends.packing.pack_prefix_trees`); 0 runs every
+    #: sequence alone. Longer rows share more prefixes but pay attention cost quadratic in length.
+    row_tokens: int = 1024
+
+    def hidden_at(self, seqs: Sequence[Sequence[int]], readouts: Sequence[Sequence[int]]) -> list:
+        """Final hidden states of each sequence at the given token indices.
+
+        Sequences are packed as prefix trees (a prefix shared by several sequences is encoded
+        once) into rows of about ``row_tokens`` tokens, run ``batch_size // 4`` rows at a time.
+        The result equals running every sequence alone.
+        """
+        torch = require("torch", "metrics")
+        from simhub.backends.packing import collate_rows, pack_prefix_trees
+
+        out: list = [None] * len(seqs)
+        if not seqs:
+            return out
+        packed = pack_prefix_trees(seqs, self.row_tokens)
+        wanted: dict[int, list[tuple[int, list[int]]]] = {}
+        for i, readout in enumerate(readouts):
+            row, positions = packed.positions(i, readout)
+            wanted.setdefault(row, []).append((i, positions))
+        order = sorted(range(len(packed.rows)), key=lambda r: len(packed.rows[r]), reverse=True)
+        per_batch = max(1, self.batch_size // 4)
+        dtype = next(self.model.parameters()).dtype
+        for start in range(0, len(order), per_batch):
+            rows = order[start : start + per_batch]
+            inputs = collate_rows(packed, rows, self.pad_id, dtype, self.device)
+            with self._lock, torch.inference_mode():
+                hidden = self.model.model(**inputs).last_hidden_state
+            for b, row in enumerate(rows):
+                for i, positions in wanted.get(row, []):
+                    out[i] = hidden[b, positions]
+        return out
+
     def continuation_logprobs(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[np.ndarray]:
         """Per-token log-probabilities of each continuation given its prompt.
 
-        Sequences are sorted by length and right-padded in batches of ``batch_size``; only the
-        logits at continuation positions are normalised (the full-vocabulary softmax over every
-        prompt position is what makes naive scoring slow and memory-hungry).
+        Only the logits at continuation positions are computed and normalised (the
+        full-vocabulary softmax over every prompt position is what makes naive scoring slow), and
+        prompts that share a prefix (turns of one dialogue, the labels of one prompt) share its
+        encoding.
         """
         torch = require("torch", "metrics")
-        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]), reverse=True)
-        out: list[np.ndarray | None] = [None] * len(pairs)
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start : start + self.batch_size]
-            seqs = [list(pairs[i][0]) + list(pairs[i][1]) for i in chunk]
-            width = max(len(s) for s in seqs)
-            ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
-            mask = torch.zeros((len(seqs), width), dtype=torch.long)
-            for row, seq in enumerate(seqs):
-                ids[row, : len(seq)] = torch.tensor(seq)
-                mask[row, : len(seq)] = 1
-            with self._lock, torch.inference_mode():
-                hidden = self.model.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).last_hidden_state
-                for row, i in enumerate(chunk):
-                    p, c = len(pairs[i][0]), len(pairs[i][1])
-                    if c == 0:
-                        out[i] = np.zeros(0, dtype=np.float64)
-                        continue
-                    logits = self.model.lm_head(hidden[row, p - 1 : p + c - 1]).float()
-                    logp = torch.log_softmax(logits, dim=-1)
-                    target = torch.tensor(list(pairs[i][1]), device=logp.device)
-                    out[i] = logp.gather(1, target[:, None])[:, 0].double().cpu().numpy()
-        return out  # type: ignore[return-value]
-
-    def choose(self, prompts: Sequence[Sequence[int]], options: Sequence[Sequence[int]]) -> tuple[list[int], np.ndarray]:
-        """Label scoring with the prompt encoded once: all options packed after it (4-D mask).
-
-        Equal to scoring each option separately (see :mod:`simhub.backends.packing`), at about
-        1/len(options) of the cost, since the prompt dominates the sequence length.
-        """
-        torch = require("torch", "metrics")
-        from simhub.backends.packing import PackedPrompt, collate_packed
-
-        if not prompts:
-            return [], np.zeros((0, len(options)))
-        packed = []
-        for prompt in prompts:
-            ids, spans = list(prompt), []
-            for option in options:
-                spans.append((len(ids), len(ids) + len(option)))
-                ids.extend(option)
-            packed.append(PackedPrompt(ids, len(prompt), spans))
-        scores = np.zeros((len(prompts), len(options)))
-        order = sorted(range(len(packed)), key=lambda i: len(packed[i].input_ids), reverse=True)
-        dtype = next(self.model.parameters()).dtype
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start : start + self.batch_size]
-            batch = collate_packed([packed[i] for i in chunk], self.pad_id, dtype, self.device)
-            rows, cols, targets, owners = [], [], [], []
-            for row, i in enumerate(chunk):
-                p = packed[i]
-                for k, ((s, e), option) in enumerate(zip(p.segments, options, strict=True)):
-                    for j in range(e - s):
-                        rows.append(row)
-                        cols.append(p.context_len - 1 if j == 0 else s + j - 1)
-                        targets.append(option[j])
-                        owners.append((i, k))
-            with self._lock, torch.inference_mode():
-                hidden = self.model.model(**batch).last_hidden_state
-                logits = self.model.lm_head(hidden[torch.tensor(rows), torch.tensor(cols)]).float()
-                logp = torch.log_softmax(logits, dim=-1)
-                picked = logp.gather(1, torch.tensor(targets, device=logp.device)[:, None])[:, 0].double().cpu().numpy()
-            for (i, k), value in zip(owners, picked, strict=True):
-                scores[i, k] += value
-        return [int(i) for i in scores.argmax(axis=1)], scores
+        for n, (prompt, _) in enumerate(pairs):
+            if not prompt:
+                raise ValueError(f"pair {n}: empty prompt")
+        seqs = [[*p, *c] for p, c in pairs]
+        readouts = [list(range(len(p) - 1, len(p) + len(c) - 1)) for p, c in pairs]
+        hidden = self.hidden_at(seqs, readouts)
+        out: list[np.ndarray] = []
+        for (_, continuation), h in zip(pairs, hidden, strict=True):
+            if not continuation:
+                out.append(np.zeros(0, dtype=np.float64))
+                continue
+            with torch.inference_mode():
+                logp = torch.log_softmax(self.model.lm_head(h).float(), dim=-1)
+                target = torch.tensor(list(continuation), device=logp.device)
+                out.append(logp.gather(1, target[:, None])[:, 0].double().cpu().numpy())
+        return out
 
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int = 400) -> list[str]:
         """Greedy generation, left-padded batches; returns decoded text without special tokens."""

@@ -330,31 +330,28 @@ class KnowledgeTracer:
         return [results[s].copy() for s in slot_of]
 
     def _run(self, prompts: list[KTPrompt]) -> list[np.ndarray]:
+        """P(True) per KC segment. Each KC question is its own sequence (context + question); the
+        backend packs sequences as prefix trees, so the context, and the history that requests of one
+        dialogue share, is encoded once, exactly as the packed KTPrompt layout describes."""
         torch = require("torch", "metrics")
-        out: list[np.ndarray] = [np.zeros(0, dtype=np.float64) for _ in prompts]
-        todo = [i for i, p in enumerate(prompts) if p.segments]
-        todo.sort(key=lambda i: len(prompts[i].input_ids), reverse=True)
-        model = self.lm.model
-        dtype = next(model.parameters()).dtype
-        answer_ids = torch.tensor([self.true_id, self.false_id], device=self.lm.device)
-        for start in range(0, len(todo), max(1, self.batch_size)):
-            chunk = todo[start : start + max(1, self.batch_size)]
-            batch = collate_packed([prompts[i] for i in chunk], self.lm.pad_id, dtype, self.lm.device)
-            rows = torch.tensor(
-                [r for r, i in enumerate(chunk) for _ in prompts[i].readout], device=self.lm.device
-            )
-            cols = torch.tensor([c for i in chunk for c in prompts[i].readout], device=self.lm.device)
-            with self.lm._lock, torch.inference_mode():
-                hidden = model.model(**batch).last_hidden_state
+        seqs, owners = [], []
+        for i, p in enumerate(prompts):
+            context = p.input_ids[: p.context_len]
+            for start, end in p.segments:
+                seqs.append(context + p.input_ids[start:end])
+                owners.append(i)
+        hidden = self.lm.hidden_at(seqs, [[len(s) - 1] for s in seqs])
+        out: list[list[float]] = [[] for _ in prompts]
+        if seqs:
+            answer_ids = torch.tensor([self.true_id, self.false_id], device=self.lm.device)
+            with torch.inference_mode():
+                stacked = torch.cat(hidden, dim=0)
                 # Only the readout positions go through the LM head, and only two logits matter.
-                logits = model.lm_head(hidden[rows, cols]).float()[:, answer_ids]
+                logits = self.lm.model.lm_head(stacked).float()[:, answer_ids]
                 p_true = torch.softmax(logits, dim=-1)[:, 0].double().cpu().numpy()
-            offset = 0
-            for i in chunk:
-                k = len(prompts[i].segments)
-                out[i] = p_true[offset : offset + k]
-                offset += k
-        return out
+            for owner, value in zip(owners, p_true, strict=True):
+                out[owner].append(float(value))
+        return [np.asarray(v, dtype=np.float64) for v in out]
 
 
 # ---------------------------------------------------------------------------------- per-item metric
