@@ -36,7 +36,10 @@ def test_vllm_backend_multi_lora_greedy_and_batching(simhub_home, tmp_path):
         assert base == sim("tiny-student", n=2)  # greedy is deterministic
         assert base[0] == base[1] and base[0]["candidates"][0] == base[0]["candidates"][1]
         assert base[0]["candidates"][0]["text"] != lora[0]["candidates"][0]["text"]  # the adapter is applied
-        sampled = sim("tiny-student-lora", temperature=1.0, top_p=0.95, n=3, seed=5)
+        # Seeded n>1 sampling gives distinct candidates (vLLM alone would repeat one seed n times).
+        # The random LoRA makes the distribution nearly one-hot, so diversity is checked on the base.
+        sampled = sim("tiny-student", temperature=1.0, top_p=1.0, n=4, seed=5)
+        assert len(sampled[0]["candidates"]) == 4
         assert len({x["text"] for x in sampled[0]["candidates"]}) > 1
 
         async def burst():  # concurrent requests share the engine's continuous batch

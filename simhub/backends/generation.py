@@ -328,6 +328,14 @@ class VLLMEngine:
         self.engine = AsyncLLM.from_engine_args(args)
 
     async def generate(self, prompt_ids: list[int], sampling: Sampling, lora) -> tuple[list[Candidate], int]:
+        if sampling.seed is not None and sampling.n > 1 and not sampling.greedy:
+            # vLLM gives every child of a seeded n>1 request the same seed (n identical samples):
+            # run n single requests with seeds seed, seed+1, ... instead.
+            import dataclasses
+
+            singles = [dataclasses.replace(sampling, n=1, seed=sampling.seed + k) for k in range(sampling.n)]
+            outs = await asyncio.gather(*(self.generate(prompt_ids, s, lora) for s in singles))
+            return [c for cands, _ in outs for c in cands], len(prompt_ids)
         from vllm import SamplingParams
 
         # vLLM refuses n > 1 when greedy: generate once and repeat (greedy candidates are identical anyway).
