@@ -13,10 +13,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from simhub.backends.hf import ModelRef
 from simhub.errors import ConfigError
+from simhub.yamlio import load_yaml_mapping
 
 PROFILE_DIR = Path(__file__).parent / "resources" / "profiles"
 _TOP_KEYS = {"name", "description", "scoring", "simulators", "serving"}
@@ -39,12 +38,7 @@ def load_profile(name_or_path: str | os.PathLike[str]) -> dict[str, Any]:
         path = PROFILE_DIR / f"{name_or_path}.yaml"
     if not path.is_file():
         raise ConfigError(f"--profile {name_or_path}: no such profile file; shipped profiles: {', '.join(available_profiles())}")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML ({exc})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a profile must be a mapping")
+    data = load_yaml_mapping(path, "profile")
     unknown = set(data) - _TOP_KEYS
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(_TOP_KEYS))}")

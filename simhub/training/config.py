@@ -39,6 +39,7 @@ import yaml
 
 from simhub.errors import ConfigError
 from simhub.prompts import MAX_PROMPT_CHARS
+from simhub.yamlio import load_yaml_mapping
 
 #: The model kinds a recipe can train.
 KINDS: tuple[str, ...] = ("student-sft", "tutor-sft", "acts", "correctness", "kt", "student-dpo")
@@ -264,12 +265,7 @@ def load_recipe(path: str | os.PathLike[str], overrides: list[str] | tuple[str, 
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: recipe file not found")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML ({exc})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a recipe must be a mapping")
+    data = load_yaml_mapping(path, "recipe")
     for assignment in overrides:
         _set(data, assignment)
     recipe = _build(TrainRecipe, data, str(path))
