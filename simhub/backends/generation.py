@@ -218,59 +218,22 @@ class TransformersGenerator:
         self.lm = load_causal_lm(ref, device=self.device)
 
     def generate_sync(self, dialogues: Sequence[Dialogue], sampling: Sampling) -> list[SimulationResult]:
-        torch = require("torch", "serve")
-        if self.lm is None:
-            self.load()
         lm = self.lm
         prompts = [lm.chat_ids(prompt_messages(self.spec, d)) for d in dialogues]
-        eos = set(lm.model.generation_config.eos_token_id if isinstance(lm.model.generation_config.eos_token_id, list)
-                  else [lm.model.generation_config.eos_token_id or lm.eot_id])
-        eos.add(lm.eot_id)
-        if sampling.greedy:
-            return self._greedy(prompts, sampling, sorted(eos))
-        results: list[SimulationResult] = []
-        for prompt in prompts:
-            ids = torch.tensor([prompt], device=lm.device)
-            with lm._lock, torch.inference_mode(), torch.random.fork_rng(devices=[]):
-                if sampling.seed is not None:
-                    torch.manual_seed(sampling.seed)
-                out = lm.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=sampling.max_tokens,
-                                        pad_token_id=lm.pad_id, eos_token_id=sorted(eos), do_sample=True, num_return_sequences=sampling.n,
-                                        temperature=sampling.temperature, top_p=sampling.top_p)
-            candidates = [self._candidate(row[len(prompt):], eos) for row in out]
+        stop = set(lm.stop_ids)
+        generated = lm.generate_ids(prompts, sampling.max_tokens, temperature=sampling.temperature, top_p=sampling.top_p,
+                                    n=sampling.n, seed=sampling.seed)
+        results = []
+        for prompt, seqs in zip(prompts, generated, strict=True):
+            candidates = [
+                finish(lm.tokenizer.decode(seq, skip_special_tokens=True), bool(seq) and seq[-1] in stop, tokens=len(seq))
+                for seq in seqs
+            ]
             results.append(SimulationResult(candidates, prompt_tokens=len(prompt)))
         return results
 
-    def _candidate(self, new_ids, eos: set[int] | list[int]) -> Candidate:
-        lm = self.lm
-        new = [int(t) for t in new_ids]
-        stop = next((k for k, t in enumerate(new) if t in eos), None)
-        if stop is not None:
-            new = new[: stop + 1]
-        raw = lm.tokenizer.decode(new, skip_special_tokens=True)
-        return finish(raw, stop is not None, tokens=len(new))
-
-    def _greedy(self, prompts: list[list[int]], sampling: Sampling, eos: list[int]) -> list[SimulationResult]:
-        """Greedy: all prompts in left-padded batches, one sequence each, repeated n times."""
-        torch = require("torch", "serve")
-        from simhub.backends.hf import left_pad
-
-        lm = self.lm
-        results: list[SimulationResult] = []
-        for start in range(0, len(prompts), lm.batch_size):
-            chunk = prompts[start : start + lm.batch_size]
-            ids, mask = left_pad(chunk, lm.pad_id)
-            width = ids.shape[1]
-            with lm._lock, torch.inference_mode():
-                out = lm.model.generate(input_ids=ids.to(lm.device), attention_mask=mask.to(lm.device), do_sample=False,
-                                        max_new_tokens=sampling.max_tokens, pad_token_id=lm.pad_id, eos_token_id=eos)
-            for row, p in enumerate(chunk):
-                cand = self._candidate(out[row, width:], set(eos))
-                results.append(SimulationResult([Candidate(**vars(cand)) for _ in range(sampling.n)], prompt_tokens=len(p)))
-        return results
-
     async def simulate(self, dialogues: Sequence[Dialogue], sampling: Sampling) -> list[SimulationResult]:
-        # One thread per generator: transformers' generate is not safe to run concurrently on one model.
+        # Off the event loop; calls on one model are serialised by its lock (generate is not re-entrant).
         return await asyncio.to_thread(self.generate_sync, dialogues, sampling)
 
     def close(self) -> None:

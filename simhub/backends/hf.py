@@ -178,25 +178,65 @@ class CausalLM(LogprobModel):
                 out.append(logp.gather(1, target[:, None])[:, 0].double().cpu().numpy())
         return out
 
-    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int = 400) -> list[str]:
-        """Greedy generation, left-padded batches; returns decoded text without special tokens."""
+    @property
+    def stop_ids(self) -> list[int]:
+        """Token ids that end a turn: the generation config's EOS ids plus the end-of-turn token."""
+        if not hasattr(self, "_stop_ids"):
+            eos = self.model.generation_config.eos_token_id
+            ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+            ids.add(self.eot_id)
+            self._stop_ids = sorted(ids)
+        return self._stop_ids
+
+    def generate_ids(
+        self,
+        prompts: Sequence[Sequence[int]],
+        max_new_tokens: int = 400,
+        *,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        n: int = 1,
+        seed: int | None = None,
+    ) -> list[list[list[int]]]:
+        """New token ids, ``n`` per prompt, each cut after its first stop token.
+
+        Greedy when ``temperature`` is 0 (then one sequence is decoded and repeated ``n`` times);
+        otherwise sampled, reproducibly when ``seed`` is given. Prompts run in left-padded
+        batches of ``batch_size``.
+        """
         torch = require("torch", "metrics")
-        texts: list[str] = []
+        greedy = temperature == 0.0
+        stop = set(self.stop_ids)
+        out: list[list[list[int]]] = []
         for start in range(0, len(prompts), self.batch_size):
             chunk = [list(p) for p in prompts[start : start + self.batch_size]]
             ids, mask = left_pad(chunk, self.pad_id)
             width = ids.shape[1]
-            with self._lock, torch.inference_mode():
+            options = {"do_sample": False} if greedy else {
+                "do_sample": True, "temperature": temperature, "top_p": top_p, "num_return_sequences": n}
+            with self._lock, torch.inference_mode(), torch.random.fork_rng(devices=[]):
+                if seed is not None:
+                    torch.manual_seed(seed + start)
                 gen = self.model.generate(
-                    input_ids=ids.to(self.device),
-                    attention_mask=mask.to(self.device),
-                    max_new_tokens=max_new_tokens,
-                    do_sample=False,
-                    pad_token_id=self.pad_id,
+                    input_ids=ids.to(self.device), attention_mask=mask.to(self.device), max_new_tokens=max_new_tokens,
+                    pad_token_id=self.pad_id, eos_token_id=self.stop_ids, **options,
                 )
+            per_prompt = 1 if greedy else n
             for row in range(len(chunk)):
-                texts.append(self.tokenizer.decode(gen[row, width:], skip_special_tokens=True))
-        return texts
+                seqs = []
+                for k in range(per_prompt):
+                    new = [int(t) for t in gen[row * per_prompt + k, width:]]
+                    cut = next((j for j, t in enumerate(new) if t in stop), None)
+                    seqs.append(new if cut is None else new[: cut + 1])
+                out.append(seqs * n if greedy else seqs)
+        return out
+
+    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int = 400, **sampling) -> list[list[str]]:
+        """Decoded text (special tokens dropped) of :meth:`generate_ids`: ``n`` texts per prompt."""
+        return [
+            [self.tokenizer.decode(seq, skip_special_tokens=True) for seq in seqs]
+            for seqs in self.generate_ids(prompts, max_new_tokens, **sampling)
+        ]
 
 
 def left_pad(seqs: Sequence[Sequence[int]], pad_id: int):
@@ -229,7 +269,8 @@ def unload_models() -> None:
 def load_causal_lm(
     ref: ModelRef | str, device: str | None = None, dtype: str | None = None, batch_size: int = 16, backend: str = "transformers"
 ) -> LogprobModel:
-    """Load a model once per process; later calls with the same arguments return the same object.
+    """Load a model once per process; later calls with the same arguments return the same object
+    (with the batch size of the first caller: the model is shared, its settings are not per caller).
 
     ``backend`` is ``transformers`` (any device) or ``vllm`` (prompt log-probs from a vLLM engine).
     """
@@ -245,6 +286,4 @@ def load_causal_lm(
                 _CACHE[key] = VLLMCausalLM(ref, dtype=dtype)
             else:
                 raise ConfigError(f"backend: unknown scoring backend {backend!r}; use 'transformers' or 'vllm'")
-        model = _CACHE[key]
-        model.batch_size = batch_size
-        return model
+        return _CACHE[key]

@@ -31,43 +31,6 @@ class PackedPrompt:
         return [end - 1 for _, end in self.segments]
 
 
-
-def collate_packed(prompts: Sequence[PackedPrompt], pad_id: int, dtype, device: str | None = None) -> dict:
-    """Right-padded ``input_ids``, the 4-D additive ``attention_mask`` and ``position_ids`` of a batch.
-
-    The mask is float with 0 where attention is allowed and ``finfo(dtype).min`` where it is
-    blocked (transformers passes a 4-D mask through unchanged). Padding tokens attend only to
-    themselves: a fully blocked row would turn into NaN in the softmax, and NaN hidden states
-    can leak into real rows through some kernels even though real rows never attend to padding.
-    """
-    torch = require("torch", "metrics")
-    width = max(len(p.input_ids) for p in prompts)
-    n = len(prompts)
-    ids = torch.full((n, width), pad_id, dtype=torch.long)
-    positions = torch.zeros((n, width), dtype=torch.long)
-    allowed = torch.zeros((n, width, width), dtype=torch.bool)
-    for row, p in enumerate(prompts):
-        length, c = len(p.input_ids), p.context_len
-        ids[row, :length] = torch.tensor(p.input_ids, dtype=torch.long)
-        allowed[row, :c, :c] = torch.ones((c, c), dtype=torch.bool).tril()
-        positions[row, :c] = torch.arange(c)
-        for start, end in p.segments:
-            span = end - start
-            allowed[row, start:end, :c] = True
-            allowed[row, start:end, start:end] = torch.ones((span, span), dtype=torch.bool).tril()
-            positions[row, start:end] = torch.arange(c, c + span)
-        pad = torch.arange(length, width)
-        allowed[row, pad, pad] = True
-    allowed = allowed.to(device) if device else allowed
-    mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
-    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
-    return {
-        "input_ids": ids.to(allowed.device),
-        "attention_mask": mask[:, None],
-        "position_ids": positions.to(allowed.device),
-    }
-
-
 # ---------------------------------------------------------------------------------- prefix trees
 
 
@@ -162,7 +125,13 @@ def pack_prefix_trees(seqs: Sequence[Sequence[int]], row_tokens: int = 2048) -> 
 
 
 def collate_rows(packed: PackedRows, row_ids: Sequence[int], pad_id: int, dtype, device: str | None = None) -> dict:
-    """Model inputs for some rows of :func:`pack_prefix_trees` (4-D additive mask, position ids)."""
+    """Right-padded ``input_ids``, the 4-D additive ``attention_mask`` and ``position_ids`` of rows.
+
+    The mask is float with 0 where attention is allowed and ``finfo(dtype).min`` where it is
+    blocked (transformers passes a 4-D mask through unchanged). Padding tokens attend only to
+    themselves: a fully blocked row would turn into NaN in the softmax, and NaN hidden states
+    can leak into real rows through some kernels even though real rows never attend to padding.
+    """
     torch = require("torch", "metrics")
     width = max(len(packed.rows[r]) for r in row_ids)
     n = len(row_ids)
@@ -184,3 +153,14 @@ def collate_rows(packed: PackedRows, row_ids: Sequence[int], pad_id: int, dtype,
     mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
     mask.masked_fill_(~allowed, torch.finfo(dtype).min)
     return {"input_ids": ids.to(allowed.device), "attention_mask": mask[:, None], "position_ids": positions.to(allowed.device)}
+
+
+def collate_packed(prompts: Sequence[PackedPrompt], pad_id: int, dtype, device: str | None = None) -> dict:
+    """Model inputs for context-plus-segments prompts (one prompt a row): the context is a causal
+    node, every segment a node that sees the whole context, positions restarting after it."""
+    rows = [list(p.input_ids) for p in prompts]
+    nodes = [
+        [_Node(0, p.context_len, 0, ()), *(_Node(s, e, p.context_len, ((0, p.context_len),)) for s, e in p.segments)]
+        for p in prompts
+    ]
+    return collate_rows(PackedRows(rows=rows, nodes=nodes, chains=[]), range(len(prompts)), pad_id, dtype, device)
