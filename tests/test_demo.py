@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from simhub.schema import ACTS
+
 pytestmark = pytest.mark.slow
 
 
@@ -43,7 +45,7 @@ def test_demo_profile_scores_all_metrics_with_shipped_cutoffs(demo_profile, samp
     item = result.items[0]
     assert item.error is None
     assert item.scores["knowledge"] is not None  # one turn scores: cutoffs ship with the KT model
-    assert item.details["acts"]["predicted"] in ("Math Answer", "Seek Information", "Not Understanding", "Acknowledge", "Off-Topic")
+    assert item.details["acts"]["predicted"] in ACTS
 
 
 def test_demo_service_simulates_and_scores(demo_profile):
@@ -51,31 +53,19 @@ def test_demo_service_simulates_and_scores(demo_profile):
 
     from simhub.serving.app import create_app
     from simhub.serving.settings import ServiceSettings
+    from tests.test_serving import HISTORY, wait_ready
 
     settings = ServiceSettings.load(demo_profile, profile="demo")
-    dialogue = {
-        "id": "d1",
-        "question": {"text": "What is 5/8 divided by 1/6?"},
-        "turns": [
-            {"role": "tutor", "content": "What calculation do we need to do here?"},
-            {"role": "student", "content": "5/8 divided by 1/6?", "act": "Math Answer", "correctness": "correct"},
-            {"role": "tutor", "content": "Yes! How do we divide fractions?"},
-        ],
-    }
     with TestClient(app=create_app(settings, demo_profile)) as client:
-        for _ in range(600):
-            if client.get("/ready").status_code == 200:
-                break
-            import time
-
-            time.sleep(0.5)
-        assert client.get("/ready").status_code == 200
+        wait_ready(client, timeout=300)
         models = client.get("/models").json()
         assert "tiny-student-sft" in json.dumps(models)
-        body = {"model": "tiny-student-sft", "dialogues": [dialogue], "sampling": {"max_tokens": 16}}
+        body = {"model": "tiny-student-sft", "dialogues": [HISTORY], "sampling": {"max_tokens": 16}}
         first = client.post("/simulate", json=body)
         assert first.status_code == 200, first.text
+        text = first.json()["results"][0]["candidates"][0]["text"]
+        assert text.strip()  # the trained demo student answers (an untrained one says nothing)
         second = client.post("/simulate", json=body).json()
-        assert first.json()["results"][0]["candidates"][0]["text"] == second["results"][0]["candidates"][0]["text"]
-        scored = client.post("/score", json={"items": [{"dialogue": dialogue, "turn_index": 1, "candidate": "8/5"}], "metrics": ["rouge_l"]})
+        assert text == second["results"][0]["candidates"][0]["text"]
+        scored = client.post("/score", json={"items": [{"dialogue": HISTORY, "turn_index": 1, "candidate": "8/5"}], "metrics": ["rouge_l"]})
         assert scored.status_code == 200 and round(scored.json()["items"][0]["scores"]["rouge_l"], 4) == 0.25

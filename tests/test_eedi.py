@@ -280,6 +280,17 @@ def test_cli_stats_bad_jsonl_exit_2(tmp_path, capsys):
     assert "bad.jsonl:2" in err and "$.id" in err
 
 
+def test_load_from_hub_dataset_id(local_hub, hub_api):
+    """The Hub path (snapshot_download of the dataset repo) gives exactly the local folder's result."""
+    from simhub.data.sample import sample_raw_dir
+
+    hub_api.create_repo("org/qatd-sample", repo_type="dataset")
+    hub_api.upload_folder(folder_path=str(sample_raw_dir()), repo_id="org/qatd-sample", repo_type="dataset")
+    assert load_eedi("org/qatd-sample").splits == load_eedi(sample_raw_dir()).splits
+    with pytest.raises(DataError, match="could not be fetched"):
+        load_eedi("org/no-such-dataset")
+
+
 def test_unknown_hub_id_offline_is_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     import huggingface_hub.constants as c

@@ -86,7 +86,7 @@ def test_convert_sample_corpus_follows_rules(tmp_path, capsys):
             assert all(a.role != b.role for a, b in zip(d.turns, d.turns[1:], strict=False))  # merged turns alternate
             assert all("\n" not in t.content and t.content == t.content.strip() for t in d.turns)
             assert d.question.solvable is not False
-            assert d.question.text.startswith("Question Text: ") or d.question.text == ""
+            assert d.question.text.startswith("Question Text: ")
     # Test dialogues keep the key order of rule 1.
     keys = [tuple(map(int, d.id.split("-"))) for d in splits["test"]]
     assert keys == sorted(keys)

@@ -29,8 +29,9 @@ from huggingface_hub.utils import get_session
 from huggingface_hub.utils.sha import git_hash
 
 from simhub.testing.hub_server import LocalHub
+from simhub.testing.tiny import TINY_LLAMA
+from tests.conftest import LOCAL_HUB_TOKEN as TOKEN  # the token the `local_hub` fixture puts in HF_TOKEN
 
-TOKEN = "test-token"  # the token the `local_hub` fixture puts in HF_TOKEN
 SHA_RE = re.compile(r"[0-9a-f]{40}")
 
 
@@ -122,15 +123,7 @@ def tiny_llama(local_hub: LocalHub):
     transformers = pytest.importorskip("transformers")
 
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=300,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=3,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        head_dim=64,
-    )
+    config = transformers.LlamaConfig(**TINY_LLAMA, vocab_size=300)
     model = transformers.LlamaForCausalLM(config).eval()
     commit = model.push_to_hub("org/tiny", token=TOKEN, commit_message="tiny llama")
     return model, commit

@@ -136,6 +136,16 @@ def test_openai_judge_failure_is_null_not_crash(fake_openai, monkeypatch):
     assert "HTTP 401" in str(info.value) and "sk-secret" not in str(info.value)
     assert len(_FakeChat.seen) == 1  # 401 is not retried
 
+    # Through the Scorer: a failing judge gives null scores with a reason, the batch still scores.
+    _FakeChat.answers = [(500, "")] * 3
+    scorer = Scorer(ScorerConfig(judge={"kind": "openai", "base_url": fake_openai, "model": "gpt-test", "backoff": 0.01, "max_retries": 2}))
+    result = scorer.score([ScoreItem(DIALOGUE, 3, "8/5")], ["correctness", "errors", "rouge_l"])
+    item = result.items[0]
+    assert item.scores == {"correctness": None, "errors": None, "rouge_l": 1.0}
+    assert item.details["null_reasons"]["correctness"] == "judge gave no answer"
+    assert "sk-secret" not in json.dumps(result.to_dict())
+    assert len(_FakeChat.seen) == 1 + 3  # 500 is retried: one try and two retries
+
 
 # --------------------------------------------------------------------------- model metrics
 

@@ -38,7 +38,8 @@ def test_score_cli_all_metrics(items_file, tmp_path, simhub_home, capsys):
     assert all(set(r["scores"]) == names for r in rows)
     for r in rows:
         for name, value in r["scores"].items():
-            assert value is None or 0.0 <= value <= 1.0 or name == "cosine"
+            low = -1.0 if name == "cosine" else 0.0
+            assert value is None or low <= value <= 1.0
             if value is None:
                 assert name in r["details"]["null_reasons"]
     # Knowledge: the first student turn of each dialogue is null, the others carry quantiles.
@@ -138,7 +139,19 @@ def test_evaluate_module_text_and_dialogues(sample_corpus, simhub_home):
         turn_indices=turns,
         profile=TINY,
     )
+    assert full["rouge_l_count"] == full["cosine_count"] == len(turns)
+    assert full["knowledge_count"] == len(turns) - 1  # the first student turn has no delta
+    labelled = [dialogue.turns[i] for i in turns]
+    assert full["acts_count"] == sum(t.act is not None for t in labelled)
+    assert full["correctness_count"] == sum(t.correctness in ("correct", "incorrect") for t in labelled)
     for name in ("acts", "correctness", "errors", "knowledge", "cosine", "rouge_l", "tutor_response"):
         assert f"{name}_count" in full
     with pytest.raises(ValueError, match="need dialogues"):
         realism.compute(predictions=["a"], references=["b"], metrics=["acts"])
+    from simhub.schema import SchemaError
+
+    for bad, message in ((len(dialogue.turns) + 3, "out of range"), (0 if dialogue.turns[0].role == "tutor" else 1, "tutor turn")):
+        with pytest.raises(SchemaError, match=rf"turn_indices\[0\].*{message}"):
+            realism.compute(predictions=["ok"], references=["x"], dialogues=[to_builtins(dialogue)], turn_indices=[bad], profile=TINY)
+    with pytest.raises(ValueError, match=r"references\[0\] differs"):
+        realism.compute(predictions=["ok"], references=["not the turn"], dialogues=[to_builtins(dialogue)], turn_indices=[turns[0]], profile=TINY)

@@ -6,8 +6,8 @@ A thin adapter over :class:`simhub.scoring.Scorer`; the metric logic lives in th
 import datasets
 import evaluate
 
-from simhub.metrics.registry import check_metric_names
-from simhub.schema import dialogue_from_dict
+from simhub.metrics.registry import METRICS, check_metric_names
+from simhub.schema import Dialogue, Question, Turn, dialogue_from_dict
 from simhub.scoring import ScoreItem, Scorer, ScorerConfig
 
 _CITATION = """\
@@ -46,6 +46,7 @@ Examples:
     0.25
 """
 
+#: One Scorer per profile per process: it loads its models lazily and keeps no per-call state.
 _SCORERS: dict = {}
 
 
@@ -75,11 +76,9 @@ class StudentRealism(evaluate.Metric):
         scorer = _scorer(profile)
         if dialogues is None:
             names = check_metric_names(metrics or ["rouge_l", "cosine"])
-            text_only = [m for m in names if m not in ("rouge_l", "cosine")]
-            if text_only:
-                raise ValueError(f"metrics {', '.join(text_only)} need dialogues= and turn_indices=")
-            from simhub.schema import Dialogue, Question, Turn
-
+            needs_dialogue = [m for m in names if METRICS[m].needs_dialogue]
+            if needs_dialogue:
+                raise ValueError(f"metrics {', '.join(needs_dialogue)} need dialogues= and turn_indices=")
             items = [
                 ScoreItem(Dialogue(id=str(i), question=Question(text=""), turns=[Turn(role="student", content=ref)]), 0, pred)
                 for i, (pred, ref) in enumerate(zip(predictions, references, strict=False))
@@ -91,7 +90,8 @@ class StudentRealism(evaluate.Metric):
             items = []
             for i, (pred, ref, d, t) in enumerate(zip(predictions, references, dialogues, turn_indices, strict=False)):
                 dialogue = dialogue_from_dict(d, f"dialogues[{i}]")
-                if dialogue.turns[t].content != ref if 0 <= t < len(dialogue.turns) else False:
+                # A bad index is the caller's error here, not a silently null item.
+                if dialogue.check_student_turn(t, f"turn_indices[{i}]").content != ref:
                     raise ValueError(f"references[{i}] differs from turn {t} of dialogues[{i}]")
                 items.append(ScoreItem(dialogue, t, pred))
         result = scorer.score(items, names)

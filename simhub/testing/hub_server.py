@@ -12,7 +12,7 @@ models without network access::
         finally:
             restore()
 
-Only the standard library is used. Files are always committed inline ("regular" upload mode, base64 in the
+Only the standard library and simhub's own atomic file writer are used. Files are always committed inline ("regular" upload mode, base64 in the
 NDJSON commit payload): the server never asks for LFS and never sends Xet headers, so neither the LFS batch
 API nor a Xet CAS server is ever needed.
 
@@ -49,6 +49,8 @@ from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+from simhub.schema import atomic_write_bytes
 
 __all__ = ["LocalHub", "main", "point_hf_at"]
 
@@ -109,11 +111,9 @@ def _truthy(values: list[str] | None) -> bool:
     return bool(values) and values[-1].strip().lower() in _TRUE
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+def _check_ref_name(kind: str, name: str) -> None:
+    if not re.fullmatch(r"[A-Za-z0-9._/-]+", name) or ".." in name:
+        raise HubError(400, f"Invalid {kind} name: {name!r}")
 
 
 def _content_disposition(filename: str) -> str:
@@ -159,13 +159,13 @@ class _Repo:
         return json.loads((self.path / "meta.json").read_bytes())
 
     def save_meta(self, meta: dict[str, Any]) -> None:
-        _write_atomic(self.path / "meta.json", json.dumps(meta, indent=1).encode())
+        atomic_write_bytes(self.path / "meta.json", json.dumps(meta, indent=1).encode())
 
     def refs(self) -> dict[str, dict[str, str]]:
         return json.loads((self.path / "refs.json").read_bytes())
 
     def save_refs(self, refs: dict[str, dict[str, str]]) -> None:
-        _write_atomic(self.path / "refs.json", json.dumps(refs, indent=1).encode())
+        atomic_write_bytes(self.path / "refs.json", json.dumps(refs, indent=1).encode())
 
     def commit(self, sha: str) -> dict[str, Any]:
         return json.loads((self.path / "commits" / f"{sha}.json").read_bytes())
@@ -176,7 +176,7 @@ class _Repo:
     def put_blob(self, data: bytes) -> str:
         oid = _git_blob_oid(data)
         if not self.blob_path(oid).exists():
-            _write_atomic(self.blob_path(oid), data)
+            atomic_write_bytes(self.blob_path(oid), data)
         return oid
 
     def write_commit(
@@ -193,7 +193,7 @@ class _Repo:
         # A random salt keeps two identical commits made in the same millisecond distinct.
         sha = hashlib.sha1(json.dumps(body, sort_keys=True).encode() + uuid.uuid4().bytes).hexdigest()
         body["id"] = sha
-        _write_atomic(self.path / "commits" / f"{sha}.json", json.dumps(body).encode())
+        atomic_write_bytes(self.path / "commits" / f"{sha}.json", json.dumps(body).encode())
         return sha
 
     def resolve(self, revision: str) -> str:
@@ -954,8 +954,7 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "POST":
                 if branch in refs["branches"]:
                     raise HubError(409, f"Reference already exists: refs/heads/{branch}")
-                if not re.fullmatch(r"[A-Za-z0-9._/-]+", branch) or ".." in branch:
-                    raise HubError(400, f"Invalid branch name: {branch}")
+                _check_ref_name("branch", branch)
                 start = body.get("startingPoint") or DEFAULT_BRANCH
                 refs["branches"][branch] = repo.resolve(str(start))
             else:
@@ -973,8 +972,7 @@ class _Handler(BaseHTTPRequestHandler):
             refs = repo.refs()
             if method == "POST":
                 tag = str(body.get("tag", ""))
-                if not re.fullmatch(r"[A-Za-z0-9._/-]+", tag) or ".." in tag:
-                    raise HubError(400, f"Invalid tag name: {tag!r}")
+                _check_ref_name("tag", tag)
                 if tag in refs["tags"]:
                     raise HubError(409, f"Tag already exists: {tag}")
                 refs["tags"][tag] = repo.resolve(arg)
