@@ -99,17 +99,23 @@ def resolve_model(spec: str) -> str:
     return spec
 
 
+def resolve_ref(ref: ModelRef) -> ModelRef:
+    """``ref`` with ``tiny:``/``demo:`` model and adapter references turned into folders (built if
+    missing). Called when a model is loaded, so a profile can be read without building anything."""
+    return ModelRef(resolve_model(ref.model), resolve_model(ref.adapter) if ref.adapter else None,
+                    ref.revision, ref.adapter_revision)
+
+
 def model_ref(spec: Any, field: str) -> ModelRef:
+    """The (unresolved) model reference of a profile entry; see :func:`resolve_ref`."""
     if isinstance(spec, str):
-        return ModelRef(resolve_model(spec))
+        return ModelRef(spec)
     if isinstance(spec, dict) and isinstance(spec.get("model"), str):
         allowed = {"model", "adapter", "revision", "adapter_revision", "cutoffs"}
         unknown = set(spec) - allowed
         if unknown:
             raise ConfigError(f"{field}: unknown key(s) {', '.join(sorted(unknown))}")
-        adapter = spec.get("adapter")
-        return ModelRef(resolve_model(spec["model"]), resolve_model(adapter) if adapter else None,
-                        spec.get("revision"), spec.get("adapter_revision"))
+        return ModelRef(spec["model"], spec.get("adapter"), spec.get("revision"), spec.get("adapter_revision"))
     raise ConfigError(f"{field}: expected a model id/folder or a mapping with 'model'")
 
 
@@ -142,8 +148,5 @@ def scorer_config(profile: dict[str, Any]):
         spec = metrics["cosine"]
         config.cosine = spec["model"] if isinstance(spec, dict) else str(spec)
     if "judge" in metrics:
-        judge = dict(metrics["judge"])
-        if judge.get("kind", "local") == "local" and "model" in judge:
-            judge["model"] = resolve_model(judge["model"])
-        config.judge = judge
+        config.judge = dict(metrics["judge"])
     return config

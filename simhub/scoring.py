@@ -120,6 +120,7 @@ class Scorer:
     def __init__(self, config: ScorerConfig | None = None):
         self.config = config or ScorerConfig()
         self._models: dict[str, Any] = {}
+        self._refs: dict[str, ModelRef] = {}
 
     @property
     def metrics(self) -> list[str]:
@@ -140,19 +141,19 @@ class Scorer:
     def act_model(self):
         from simhub.metrics.acts import ActClassifier
 
-        return self._model("acts", lambda: ActClassifier(self.config.acts, self.config.device, self.config.batch_size, self.config.backend))
+        return self._model("acts", lambda: ActClassifier(self.model_ref("acts"), self.config.device, self.config.batch_size, self.config.backend))
 
     def judge_model(self):
         from simhub.metrics.judge import make_judge
 
-        return self._model("judge", lambda: make_judge(self.config.judge, self.config.device, self.config.batch_size, self.config.backend))
+        return self._model("judge", lambda: make_judge(self.judge_config(), self.config.device, self.config.batch_size, self.config.backend))
 
     def tutor_model(self):
         from simhub.metrics.tutor_response import TutorResponseScorer
 
         return self._model(
             "tutor_response", lambda: TutorResponseScorer(
-                self.config.tutor_response, self.config.device, self.config.batch_size, self.config.backend
+                self.model_ref("tutor_response"), self.config.device, self.config.batch_size, self.config.backend
             )
         )
 
@@ -160,19 +161,48 @@ class Scorer:
         from simhub.metrics.knowledge import KnowledgeTracer
 
         return self._model(
-            "knowledge", lambda: KnowledgeTracer(self.config.knowledge, device=self.config.device, batch_size=self.config.batch_size)
+            "knowledge", lambda: KnowledgeTracer(self.model_ref("knowledge"), device=self.config.device, batch_size=self.config.batch_size)
         )
+
+    def model_ref(self, metric: str) -> ModelRef:
+        """The configured model of ``acts``, ``knowledge`` or ``tutor_response`` with ``tiny:``/``demo:``
+        names resolved to folders. Resolution builds a missing demo model, so it happens on first
+        use of the metric, not when a profile is read."""
+        if metric not in self._refs:
+            from simhub.profiles import resolve_ref
+
+            self._refs[metric] = resolve_ref(getattr(self.config, metric))
+        return self._refs[metric]
+
+    def judge_config(self) -> dict:
+        """The judge section with a local judge's model name resolved like :meth:`model_ref`."""
+        from simhub.profiles import resolve_model
+
+        judge = dict(self.config.judge or {})
+        if judge.get("kind", "local") == "local" and "model" in judge:
+            judge["model"] = resolve_model(judge["model"])
+        return judge
+
+    def prepare(self) -> None:
+        """Resolve (and so build, for demo profiles) every configured model on disk, without loading it."""
+        for metric in ("acts", "knowledge", "tutor_response"):
+            if getattr(self.config, metric) is not None:
+                self.model_ref(metric)
+        if self.config.judge is not None:
+            self.judge_config()
 
     def load(self, metrics: Sequence[str] | None = None) -> None:
         """Load every model the given metrics need (the service does this before it is ready)."""
-        names = self._resolve(metrics)
+        names = self.resolve_metrics(metrics)
         loaders = {"acts": self.act_model, "correctness": self.judge_model, "errors": self.judge_model,
                    "knowledge": self.knowledge_model, "cosine": self.cosine_model, "tutor_response": self.tutor_model}
         for name in names:
             if name in loaders:
                 loaders[name]()
 
-    def _resolve(self, metrics: Sequence[str] | None) -> list[str]:
+    def resolve_metrics(self, metrics: Sequence[str] | None) -> list[str]:
+        """The metric names to compute: all configured ones for None, else ``metrics`` checked
+        (known names, duplicates dropped) and configured in this profile; ConfigError naming ``metrics``."""
         if metrics is None:
             return self.metrics
         names = check_metric_names(metrics)
@@ -198,7 +228,7 @@ class Scorer:
         return None
 
     def score(self, items: Sequence[ScoreItem], metrics: Sequence[str] | None = None, progress: bool = False) -> ScoreResult:
-        names = self._resolve(metrics)
+        names = self.resolve_metrics(metrics)
         results = [ItemResult(scores=dict.fromkeys(names)) for _ in items]
         valid: list[int] = []
         for n, item in enumerate(items):
@@ -364,7 +394,7 @@ class Scorer:
             return None
         if mode != "model":
             return load_cutoffs(Path(mode))
-        ref = self.config.knowledge
+        ref = self.model_ref("knowledge")
         source = ref.adapter or ref.model
         if Path(source).is_dir():
             return load_cutoffs(Path(source) / KT_CUTOFFS_FILE)
@@ -407,12 +437,36 @@ class Scorer:
         return summary
 
 
+def reference_cutoffs(tracer, dialogues: Sequence[Dialogue], target: str | Path, meta: dict,
+                      chunk_size: int = 128, where: str = "data") -> tuple[np.ndarray, int]:
+    """Knowledge cutoffs from the real deltas of every student turn of ``dialogues``, saved to ``target``.
+
+    ``meta`` (e.g. ``source``, ``model``) is stored next to ``n_deltas``; ``where`` names the
+    dialogues in the error raised when they hold no student turn. Returns (cutoffs, real deltas pooled).
+    """
+    from tqdm.auto import tqdm
+
+    from simhub.metrics.knowledge import knowledge_deltas, paper_cutoffs, pooled_real_deltas, save_cutoffs
+
+    items = [(d, i, d.turns[i].content) for d in dialogues for i in d.student_turn_indices()]
+    if not items:
+        raise ConfigError(f"{where}: no student turns to compute cutoffs from")
+    deltas = []
+    size = max(1, chunk_size)
+    for start in tqdm(range(0, len(items), size), desc="kt-cutoffs", unit="chunk"):
+        deltas.extend(knowledge_deltas(tracer, items[start : start + size]))
+    cutoffs = paper_cutoffs(deltas)
+    count = int(pooled_real_deltas(deltas).size)
+    save_cutoffs(target, cutoffs, {"n_deltas": count, **meta})
+    return cutoffs, count
+
+
 def compute_reference_cutoffs(profile: str, data: str, output: str | None = None, limit: int | None = None):
     """Compute knowledge cutoffs once on a reference split (real deltas) and store them.
 
     Returns (path written, cutoffs, number of real deltas pooled).
     """
-    from simhub.metrics.knowledge import KT_CUTOFFS_FILE, paper_cutoffs, pooled_real_deltas, save_cutoffs
+    from simhub.metrics.knowledge import KT_CUTOFFS_FILE
     from simhub.profiles import load_profile, scorer_config
     from simhub.schema import read_jsonl
 
@@ -422,19 +476,9 @@ def compute_reference_cutoffs(profile: str, data: str, output: str | None = None
     dialogues = read_jsonl(data)[:limit] if limit else read_jsonl(data)
     scorer = Scorer(config)
     tracer = scorer.knowledge_model()
-    from simhub.metrics.knowledge import knowledge_deltas
-
-    items = [(d, i, d.turns[i].content) for d in dialogues for i in d.student_turn_indices()]
-    if not items:
-        raise ConfigError(f"{data}: no student turns to compute cutoffs from")
-    deltas = []
-    size = max(1, config.chunk_size)
-    from tqdm.auto import tqdm
-
-    for start in tqdm(range(0, len(items), size), desc="kt-cutoffs", unit="chunk"):
-        deltas.extend(knowledge_deltas(tracer, items[start : start + size]))
-    cutoffs = paper_cutoffs(deltas)
-    target = Path(output) if output else Path(config.knowledge.adapter or config.knowledge.model) / KT_CUTOFFS_FILE
-    count = int(pooled_real_deltas(deltas).size)
-    save_cutoffs(target, cutoffs, {"n_deltas": count, "source": str(data), "model": config.knowledge.describe()})
+    ref = scorer.model_ref("knowledge")
+    target = Path(output) if output else Path(ref.adapter or ref.model) / KT_CUTOFFS_FILE
+    cutoffs, count = reference_cutoffs(tracer, dialogues, target,
+                                       {"source": str(data), "model": config.knowledge.describe()},
+                                       chunk_size=config.chunk_size, where=str(data))
     return target, cutoffs, count

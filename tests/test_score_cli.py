@@ -155,3 +155,12 @@ def test_evaluate_module_text_and_dialogues(sample_corpus, simhub_home):
             realism.compute(predictions=["ok"], references=["x"], dialogues=[to_builtins(dialogue)], turn_indices=[bad], profile=TINY)
     with pytest.raises(ValueError, match=r"references\[0\] differs"):
         realism.compute(predictions=["ok"], references=["not the turn"], dialogues=[to_builtins(dialogue)], turn_indices=[turns[0]], profile=TINY)
+
+
+def test_text_metrics_build_no_models(items_file, tmp_path, monkeypatch):
+    """Reading the demo profile and scoring rouge_l must not build (train) the demo models."""
+    home = tmp_path / "empty-home"
+    monkeypatch.setenv("SIMHUB_HOME", str(home))
+    out = tmp_path / "s.jsonl"
+    assert main(["score", "--input", str(items_file), "--output", str(out), "--metrics", "rouge_l", "--profile", "demo"]) == 0
+    assert not (home / "demo").exists() and not (home / "tiny").exists()

@@ -26,11 +26,12 @@ def prepare_models(profile: dict, backend: str | None = None) -> None:
     """Build the profile's local demo models (tiny kit, random LoRA adapters) if missing, with progress."""
     from simhub.backends.generation import simulator_specs
     from simhub.profiles import scorer_config, simhub_home
+    from simhub.scoring import Scorer
 
     text = repr(profile)
-    if "tiny:" in text or "random-lora:" in text:
+    if any(scheme in text for scheme in ("tiny:", "demo:", "random-lora:")):
         print(f"simhub: preparing demo models under {simhub_home()} (built once, reused after)...", file=sys.stderr, flush=True)
-    scorer_config(profile)
+    Scorer(scorer_config(profile)).prepare()
     for sid in simulator_specs(profile, backend, resolve=True):
         print(f"simhub: simulator {sid} ready on disk", file=sys.stderr, flush=True)
 
