@@ -27,10 +27,9 @@ def tiny_kit(tmp_path_factory):
 @pytest.fixture(scope="session")
 def sample_corpus():
     """The bundled sample corpus, loaded with its annotations."""
-    from simhub.data.eedi import load_eedi
-    from simhub.data.sample import sample_annotations_dir, sample_raw_dir
+    from simhub.data.sample import load_sample_corpus
 
-    return load_eedi(sample_raw_dir(), sample_annotations_dir())
+    return load_sample_corpus()
 
 
 @pytest.fixture(scope="session")

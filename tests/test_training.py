@@ -120,6 +120,14 @@ def test_nonexistent_base_model_fails_before_training(tmp_path, monkeypatch, sim
     assert main(["train", str(tiny), "--output-dir", str(tmp_path / "out"), "--set", "lr=1"]) == 2
 
 
+def test_sample_data_is_the_shared_sample_corpus(sample_corpus):
+    from simhub.data.sample import load_sample_corpus
+    from simhub.training.data import load_split
+
+    assert load_sample_corpus() is sample_corpus  # loaded once per process
+    assert [d.id for d in load_split("sample:", "val", 3)] == [d.id for d in sample_corpus["val"][:3]]
+
+
 # ---------------------------------------------------------------------------------- masks
 
 
@@ -206,6 +214,8 @@ def test_kt_training_reads_what_the_metric_reads(tiny_kit, tokenizer, sample_cor
 
 
 def test_kt_loss_falls(tiny_kit, tokenizer, sample_corpus):
+    from types import SimpleNamespace
+
     import torch
     from peft import get_peft_model
     from transformers import AutoModelForCausalLM
@@ -213,7 +223,7 @@ def test_kt_loss_falls(tiny_kit, tokenizer, sample_corpus):
     from simhub.metrics.knowledge import true_false_ids
     from simhub.training.config import TrainRecipe
     from simhub.training.data import build_kt_examples
-    from simhub.training.kt import KTCollator, kt_probabilities
+    from simhub.training.kt import KTCollator, kt_loss, kt_probabilities, make_kt_trainer_class
     from simhub.training.train import lora_config
 
     torch.manual_seed(0)
@@ -225,10 +235,19 @@ def test_kt_loss_falls(tiny_kit, tokenizer, sample_corpus):
     batch = KTCollator(tokenizer, torch.float32)(examples)
     ids = true_false_ids(tokenizer)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=3e-4)
+    # kt_loss is the BCE of the clamped mean P(True), and it is what KTTrainer.compute_loss returns.
+    with torch.no_grad():
+        loss, p = kt_loss(model, batch, *ids)
+        expected = torch.nn.functional.binary_cross_entropy(
+            kt_probabilities(model, batch, *ids).clamp(1e-6, 1 - 1e-6), batch["labels"])
+        torch.testing.assert_close(loss, expected)
+        trainer = SimpleNamespace(true_id=ids[0], false_id=ids[1])  # all compute_loss reads of the Trainer
+        trainer_loss, outputs = make_kt_trainer_class().compute_loss(trainer, model, batch, return_outputs=True)
+        torch.testing.assert_close(trainer_loss, loss)
+        torch.testing.assert_close(outputs["p_true"], p)
     losses = []
     for _ in range(8):
-        p = kt_probabilities(model, batch, *ids).clamp(1e-6, 1 - 1e-6)
-        loss = torch.nn.functional.binary_cross_entropy(p, batch["labels"])
+        loss, _ = kt_loss(model, batch, *ids)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -273,6 +292,9 @@ def test_tiny_sft_trains_lora_only_and_resumes(tmp_path, monkeypatch, simhub_hom
         assert (out / name).is_file(), name
     config = json.loads((out / "training_config.json").read_text())
     assert config["recipe"]["kind"] == "student-sft" and config["gradient_accumulation_steps"] == 2
+    assert config["data"]["train"]["examples"] > 0 and config["resolved"]["base_model"]
+    # benchmarks/gpu_train_sft.py times the training loop with this entry
+    assert [e["train_runtime"] > 0 for e in config["log_history"] if "train_runtime" in e] == [True]
     assert results["eval_loss"] > 0 and results["global_step"] == 2
     assert json.loads((out / "eval_results.json").read_text())["eval_loss"] == results["eval_loss"]
 
@@ -284,16 +306,65 @@ def test_tiny_sft_trains_lora_only_and_resumes(tmp_path, monkeypatch, simhub_hom
 
 
 @pytest.mark.slow
-def test_tiny_acts_classifier_reports_accuracy_and_f1(tmp_path, simhub_home):
+def test_tiny_acts_classifier_reports_accuracy_and_f1(tmp_path, simhub_home, tokenizer):
+    from collections import Counter
+
     from simhub.schema import ACTS
     from simhub.training.config import load_recipe
+    from simhub.training.data import build_chat_examples, load_split
     from simhub.training.train import train
 
     recipe = load_recipe(ROOT / "training/recipes/tiny-acts.yaml",
                          ["max_steps=1", "max_train_dialogues=2", "max_eval_dialogues=2", "eval_steps=1"])
     results = train(recipe, tmp_path / "acts")
     assert 0 <= results["accuracy"] <= 1 and set(results["per_class"]) == set(ACTS)
-    assert results["count"] == sum(v["support"] for v in results["per_class"].values())
+    # Every validation example is evaluated once, and the gold class read back from its label
+    # tokens is the class it was built with (so support per class counts the examples' class_index).
+    examples = build_chat_examples(tokenizer, "acts", load_split(recipe.data, recipe.eval_split,
+                                                                 recipe.max_eval_dialogues),
+                                   recipe.max_prompt_chars, recipe.persona).items
+    assert examples and results["count"] == len(examples)
+    gold = Counter(ACTS[e["class_index"]] for e in examples)
+    assert {name: v["support"] for name, v in results["per_class"].items()} == {a: gold[a] for a in ACTS}
+
+
+@pytest.mark.slow
+def test_tiny_kt_writes_cutoffs_after_freeing_the_trained_model(tmp_path, monkeypatch, simhub_home):
+    import gc
+    import weakref
+
+    import peft
+
+    import simhub.training.train as train_module
+    from simhub.training.config import load_recipe
+
+    trained = []
+    real_peft = peft.get_peft_model
+
+    def spy(model, config, *args, **kwargs):
+        wrapped = real_peft(model, config, *args, **kwargs)
+        trained.append(weakref.ref(wrapped))
+        return wrapped
+
+    alive = []
+    real_cutoffs = train_module.write_kt_cutoffs
+
+    def cutoffs(*args, **kwargs):
+        gc.collect()
+        alive.append(trained[0]() is not None)
+        return real_cutoffs(*args, **kwargs)
+
+    monkeypatch.setattr(peft, "get_peft_model", spy)
+    monkeypatch.setattr(train_module, "write_kt_cutoffs", cutoffs)
+    recipe = load_recipe(ROOT / "training/recipes/tiny-kt.yaml", ["max_steps=1", "eval_steps=1"])
+    out = tmp_path / "kt"
+    results = train_module.train(recipe, out)
+    assert alive == [False]  # the trainer's copy was gone before the tracer loaded the saved adapter
+    saved = json.loads((out / "kt_cutoffs.json").read_text())
+    assert results["kt_cutoffs"]["n_deltas"] == saved["n_deltas"] > 0
+    assert results["kt_cutoffs"]["cutoffs"] == pytest.approx(saved["cutoffs"]) and len(saved["cutoffs"]) == 4
+    assert saved["source"] == "sample: split val" and saved["model"] == str(out)
+    assert json.loads((out / "eval_results.json").read_text())["kt_cutoffs"] == results["kt_cutoffs"]
 
 
 # ---------------------------------------------------------------------------------- DPO
@@ -337,6 +408,7 @@ def test_mean_reward_and_dedup():
 
 def test_dpo_stages_resume_after_a_crash(tmp_path, monkeypatch, simhub_home):
     import simhub.training.dpo as dpo
+    from simhub.schema import iter_jsonl
     from simhub.training.config import load_recipe
 
     adapter = tmp_path / "adapter"
@@ -347,8 +419,7 @@ def test_dpo_stages_resume_after_a_crash(tmp_path, monkeypatch, simhub_home):
 
     def fake_generate(ctx):
         calls.append("generate")
-        return [_turn(5, [None, None, None])] and [{"dialogue_id": "d1", "turn_index": 5,
-                                                    "candidates": ["a", "b", "c"]}]
+        return [{"dialogue_id": "d1", "turn_index": 5, "candidates": ["a", "b", "c"]}]
 
     def crash(ctx):
         calls.append("score")
@@ -356,10 +427,14 @@ def test_dpo_stages_resume_after_a_crash(tmp_path, monkeypatch, simhub_home):
 
     def fake_score(ctx):
         calls.append("score")
-        recs = dpo.read_records(ctx.path("generate"))
+        recs = list(iter_jsonl(ctx.path("generate"), type=dict))
         return [{**r, "candidates": [{"text": t, "reward": float(i)} for i, t in enumerate(r["candidates"])]}
                 for r in recs]
 
+    import simhub.training.train as train_module
+
+    released = []  # the stage each release_models() call followed
+    monkeypatch.setattr(train_module, "release_models", lambda: released.append(calls[-1]))
     monkeypatch.setitem(dpo.STAGE_FUNCTIONS, "generate", fake_generate)
     monkeypatch.setitem(dpo.STAGE_FUNCTIONS, "score", crash)
     out = tmp_path / "dpo"
@@ -371,15 +446,18 @@ def test_dpo_stages_resume_after_a_crash(tmp_path, monkeypatch, simhub_home):
     summary = dpo.run_dpo(recipe, out, until="pairs")
     assert summary == {"generate": "skipped", "score": "done", "pairs": "done"}
     assert calls == ["generate", "score", "score"]
-    pairs = dpo.read_records(out / "pairs.jsonl")
+    assert released == ["generate", "score"]  # models freed after generating and after scoring, not after pairing
+    pairs = list(iter_jsonl(out / "pairs.jsonl", type=dict))
     assert [(p["chosen"], p["rejected"]) for p in pairs] == [("c", "a"), ("b", "a"), ("c", "b")]
 
 
 @pytest.mark.slow
-def test_tiny_dpo_end_to_end(tmp_path, simhub_home, tiny_kit):
+def test_tiny_dpo_end_to_end(tmp_path, monkeypatch, simhub_home, tiny_kit):
     from peft import get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    import simhub.backends.hf as hf
+    import simhub.training.dpo as dpo
     from simhub.training.config import TrainRecipe, load_recipe
     from simhub.training.dpo import run_dpo
     from simhub.training.train import lora_config
@@ -392,8 +470,20 @@ def test_tiny_dpo_end_to_end(tmp_path, simhub_home, tiny_kit):
                           "dpo.max_new_tokens=6", "max_steps=1", "dpo.epsilon=0.01",
                           "dpo.reward_metrics=cosine"])
     out = tmp_path / "dpo"
+    cached_at_train = []
+
+    def train_stage(ctx):
+        cached_at_train.append(len(hf._CACHE))
+        return dpo.stage_train(ctx)
+
+    monkeypatch.setitem(dpo.STAGE_FUNCTIONS, "train", train_stage)
     summary = run_dpo(recipe, out)
     assert summary == dict.fromkeys(("generate", "score", "pairs", "train"), "done")
+    assert cached_at_train == [0]  # neither the policy nor the metric models are held while DPO trains
+    config = json.loads((out / "training_config.json").read_text())
+    assert config["recipe"]["kind"] == "student-dpo" and config["resolved"]["sft_adapter"] == str(sft)
+    assert config["resolved"]["base_model"] and config["log_history"]
+    assert config["data"]["pairs"] == len((out / "pairs.jsonl").read_text().splitlines())
     for name in ("candidates.jsonl", "scores.jsonl", "pairs.jsonl", "adapter_config.json", "eval_results.json"):
         assert (out / name).is_file(), name
     scored = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
@@ -484,8 +574,7 @@ def test_publish_pull_round_trip(tmp_path, tiny_kit, local_hub, hub_api, simhub_
     assert {"README.md", "adapter_config.json", "adapter_model.safetensors", "training_config.json",
             "eval_results.json"} <= files
     assert not any(f.startswith(("ref/", "checkpoint-")) for f in files)
-    published = json.loads(hub_api.hf_hub_download(repo, "training_config.json", revision="v1") and
-                           Path(hub_api.hf_hub_download(repo, "training_config.json", revision="v1")).read_text())
+    published = json.loads(Path(hub_api.hf_hub_download(repo, "training_config.json", revision="v1")).read_text())
     assert "/home/me" not in json.dumps(published) and "log_history" not in published
 
     pulled = tmp_path / "pulled"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import io
 import json
 import random
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import simhub
-from simhub.data.eedi import ANNOTATION_COLUMNS, SPLIT_SEED, load_eedi
+from simhub.data.eedi import ANNOTATION_COLUMNS, SPLIT_SEED, EediCorpus, load_eedi
 from simhub.schema import ACTS, OCEAN_TRAITS, OPTIONS, atomic_write_bytes
 
 SAMPLE_DIR = Path(simhub.__file__).parent / "resources" / "sample"
@@ -70,6 +71,15 @@ def sample_raw_dir() -> Path:
 def sample_annotations_dir() -> Path:
     """The shipped annotation CSVs (``train.csv``, ``val.csv``, ``test.csv``) of the sample."""
     return SAMPLE_DIR / "annotations"
+
+
+@functools.lru_cache(maxsize=1)
+def load_sample_corpus() -> EediCorpus:
+    """The shipped sample corpus with its annotations (an EediCorpus), loaded once per process.
+
+    The result is shared: treat it as read-only.
+    """
+    return load_eedi(sample_raw_dir(), sample_annotations_dir())
 
 
 # =========================================================================== question bank

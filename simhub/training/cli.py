@@ -29,13 +29,7 @@ def _recipe(args: argparse.Namespace):
 def _train(args: argparse.Namespace) -> int:
     from simhub.training.train import train
 
-    recipe = _recipe(args)
-    if recipe.kind == "student-dpo":
-        from simhub.training.dpo import run_dpo
-
-        run_dpo(recipe, args.output_dir, resume=args.resume)
-    else:
-        train(recipe, args.output_dir, resume=args.resume)
+    train(_recipe(args), args.output_dir, resume=args.resume)  # train() hands student-dpo to run_dpo
     return 0
 
 

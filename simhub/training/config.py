@@ -273,12 +273,6 @@ def load_recipe(path: str | os.PathLike[str], overrides: list[str] | tuple[str, 
     return recipe
 
 
-def recipe_from_dict(data: dict[str, Any], where: str = "recipe") -> TrainRecipe:
-    recipe = _build(TrainRecipe, data, where)
-    check_values(recipe, where)
-    return recipe
-
-
 def check_values(recipe: TrainRecipe, where: str = "recipe") -> None:
     """Value rules that need no I/O."""
     if recipe.kind not in KINDS:

@@ -15,7 +15,6 @@ it works with the stock Llama 3 template as well as the tiny kit's.
 
 from __future__ import annotations
 
-import functools
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -47,12 +46,10 @@ def check_data(spec: str, splits: Sequence[str]) -> None:
         raise ConfigError(f"data: {spec!r} has no {', '.join(missing)}; create them with `simhub data convert-eedi`")
 
 
-@functools.cache
 def _sample_corpus():
-    from simhub.data.eedi import load_eedi
-    from simhub.data.sample import sample_annotations_dir, sample_raw_dir
+    from simhub.data.sample import load_sample_corpus
 
-    return load_eedi(sample_raw_dir(), sample_annotations_dir())
+    return load_sample_corpus()
 
 
 def load_split(spec: str, split: str, limit: int | None = None) -> list[Dialogue]:

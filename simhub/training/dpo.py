@@ -18,7 +18,6 @@ Pairing (:func:`make_pairs`) is a pure function of the scored candidates.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from simhub.errors import ConfigError, require
-from simhub.schema import Dialogue, atomic_write_bytes
+from simhub.schema import Dialogue, iter_jsonl, write_jsonl
 from simhub.training.config import TrainRecipe
 
 STAGES: tuple[str, ...] = ("generate", "score", "pairs", "train")
@@ -41,14 +40,6 @@ ARTIFACTS: dict[str, str] = {
 def _log(message: str) -> None:
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"[simhub dpo] {message}", flush=True)
-
-
-def write_records(path: Path, records: Sequence[dict]) -> None:
-    atomic_write_bytes(path, b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in records))
-
-
-def read_records(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 # ---------------------------------------------------------------------------------- pairing (pure)
@@ -102,13 +93,25 @@ def dedup(texts: Sequence[str]) -> list[str]:
 
 
 class Context:
-    """What the stages share: the recipe, the output folder and lazily loaded dialogues."""
+    """What the stages share: the recipe, the output folder, the model paths resolved by
+    :func:`~simhub.training.config.check_resources` and lazily loaded dialogues."""
 
-    def __init__(self, recipe: TrainRecipe, output_dir: Path, resume: bool):
+    def __init__(self, recipe: TrainRecipe, output_dir: Path, resume: bool, resolved: dict[str, str]):
         self.recipe = recipe
         self.output_dir = output_dir
         self.resume = resume
+        self.resolved = resolved
         self._dialogues: dict[str, Dialogue] | None = None
+
+    @property
+    def base_model(self) -> str:
+        """The resolved base model (folder or Hub id) that every stage loads the SFT adapter onto."""
+        return self.resolved["base_model"]
+
+    @property
+    def sft_adapter(self) -> str:
+        """The resolved SFT adapter (folder or Hub id)."""
+        return self.resolved["sft_adapter"]
 
     @property
     def dialogues(self) -> dict[str, Dialogue]:
@@ -133,49 +136,39 @@ def generation_targets(ctx: Context) -> list[tuple[Dialogue, int]]:
 
 
 def _sample_transformers(ctx: Context, prompts: list[list[dict]]) -> list[list[str]]:
-    torch = require("torch", "train")
     from tqdm.auto import tqdm
 
-    from simhub.backends.hf import ModelRef, left_pad, load_causal_lm
+    from simhub.backends.hf import ModelRef, load_causal_lm
     from simhub.prompts import strip_end_marker
 
-    dpo = ctx.recipe.dpo
-    lm = load_causal_lm(ModelRef(dpo.sft_adapter), dtype="bfloat16" if ctx.recipe.bf16 else None)
-    torch.manual_seed(ctx.recipe.seed)
-    out: list[list[str]] = []
+    recipe, dpo = ctx.recipe, ctx.recipe.dpo
+    ref = ModelRef(ctx.base_model, adapter=ctx.sft_adapter, revision=recipe.base_model_revision)
+    lm = load_causal_lm(ref, dtype="bfloat16" if recipe.bf16 else None, batch_size=dpo.generation_batch_size)
     ids = [lm.chat_ids(p) for p in prompts]
-    for start in tqdm(range(0, len(ids), dpo.generation_batch_size), desc="generate", unit="batch"):
-        chunk = ids[start : start + dpo.generation_batch_size]
-        batch, mask = left_pad(chunk, lm.pad_id)
-        width = batch.shape[1]
-        with torch.inference_mode():
-            gen = lm.model.generate(
-                input_ids=batch.to(lm.device), attention_mask=mask.to(lm.device), do_sample=True,
-                temperature=dpo.temperature, top_p=dpo.top_p, max_new_tokens=dpo.max_new_tokens,
-                num_return_sequences=dpo.num_candidates, pad_token_id=lm.pad_id,
-            )
-        texts = lm.tokenizer.batch_decode(gen[:, width:], skip_special_tokens=True)
-        for row in range(len(chunk)):
-            group = texts[row * dpo.num_candidates : (row + 1) * dpo.num_candidates]
-            out.append([strip_end_marker(t)[0] for t in group])
+    out: list[list[str]] = []
+    # One lm.generate call per batch, for the progress bar; seed + start is the seed one call would use.
+    for start in tqdm(range(0, len(ids), lm.batch_size), desc="generate", unit="batch"):
+        texts = lm.generate(ids[start : start + lm.batch_size], dpo.max_new_tokens, temperature=dpo.temperature,
+                            top_p=dpo.top_p, n=dpo.num_candidates, seed=recipe.seed + start)
+        out.extend([strip_end_marker(t)[0] for t in group] for group in texts)
     return out
 
 
 def _sample_vllm(ctx: Context, prompts: list[list[dict]]) -> list[list[str]]:
     vllm = require("vllm", "vllm")
+    peft = require("peft", "train")
     from vllm.lora.request import LoRARequest
 
     from simhub.prompts import strip_end_marker
-    from simhub.training.config import check_model
 
-    dpo = ctx.recipe.dpo
-    config = json.loads((Path(dpo.sft_adapter) / "adapter_config.json").read_text())
-    llm = vllm.LLM(model=config["base_model_name_or_path"], enable_lora=True, max_lora_rank=config.get("r", 32),
-                   seed=ctx.recipe.seed)
+    recipe, dpo = ctx.recipe, ctx.recipe.dpo
+    # The same base and adapter as stage_train (a Hub-id adapter works too: PeftConfig fetches its config).
+    rank = peft.PeftConfig.from_pretrained(ctx.sft_adapter).r
+    llm = vllm.LLM(model=ctx.base_model, revision=recipe.base_model_revision, enable_lora=True,
+                   max_lora_rank=rank, seed=recipe.seed)
     params = vllm.SamplingParams(n=dpo.num_candidates, temperature=dpo.temperature, top_p=dpo.top_p,
-                                 max_tokens=dpo.max_new_tokens, seed=ctx.recipe.seed)
-    outputs = llm.chat(prompts, params, lora_request=LoRARequest("sft", 1, check_model(dpo.sft_adapter,
-                       "dpo.sft_adapter", adapter=True)))
+                                 max_tokens=dpo.max_new_tokens, seed=recipe.seed)
+    outputs = llm.chat(prompts, params, lora_request=LoRARequest("sft", 1, ctx.sft_adapter))
     return [[strip_end_marker(c.text)[0] for c in o.outputs] for o in outputs]
 
 
@@ -209,7 +202,7 @@ def stage_score(ctx: Context) -> list[dict]:
     from simhub.profiles import load_profile, scorer_config
     from simhub.scoring import ScoreItem, Scorer
 
-    records = read_records(ctx.path("generate"))
+    records = list(iter_jsonl(ctx.path("generate"), type=dict))
     scorer = Scorer(scorer_config(load_profile(ctx.recipe.dpo.scoring_profile)))
     metrics = reward_metrics(ctx, scorer.metrics)
     items, where = [], []
@@ -230,7 +223,8 @@ def stage_score(ctx: Context) -> list[dict]:
 
 def stage_pairs(ctx: Context) -> list[dict]:
     dpo = ctx.recipe.dpo
-    pairs = make_pairs(read_records(ctx.path("score")), dpo.epsilon, dpo.max_pairs_per_turn, dpo.skip_turns)
+    scored = list(iter_jsonl(ctx.path("score"), type=dict))
+    pairs = make_pairs(scored, dpo.epsilon, dpo.max_pairs_per_turn, dpo.skip_turns)
     _log(f"pairs: {len(pairs)} preference pairs (gap > {dpo.epsilon})")
     return pairs
 
@@ -252,20 +246,10 @@ def stage_train(ctx: Context) -> dict:
     from trl import DPOConfig, DPOTrainer
 
     from simhub.prompts import student_messages
-    from simhub.training.config import check_model
-    from simhub.training.train import (
-        TRAINING_CONFIG_FILE,
-        hub_id_of,
-        last_checkpoint,
-        load_base,
-        load_tokenizer,
-        training_arguments,
-        versions,
-        write_json,
-    )
+    from simhub.training.train import last_checkpoint, load_base, load_tokenizer, save_run, training_arguments
 
     recipe, dpo, out = ctx.recipe, ctx.recipe.dpo, ctx.output_dir
-    pairs = read_records(ctx.path("pairs"))
+    pairs = list(iter_jsonl(ctx.path("pairs"), type=dict))
     if not pairs:
         raise ConfigError("dpo: no preference pairs (every gap was below dpo.epsilon); nothing to train")
     train_pairs, eval_pairs = split_pairs(pairs, dpo.eval_fraction, recipe.seed)
@@ -279,11 +263,9 @@ def stage_train(ctx: Context) -> dict:
     from datasets import Dataset
 
     set_seed(recipe.seed)
-    adapter = check_model(dpo.sft_adapter or "", "dpo.sft_adapter", adapter=True)
-    base_path = check_model(recipe.base_model, "base_model", recipe.base_model_revision)
-    tokenizer = load_tokenizer(adapter)
+    tokenizer = load_tokenizer(ctx.sft_adapter)
     # The SFT adapter is trained further; trl copies it as the frozen "ref" adapter (the reference policy).
-    model = PeftModel.from_pretrained(load_base(recipe, base_path), adapter, is_trainable=True)
+    model = PeftModel.from_pretrained(load_base(recipe, ctx.base_model), ctx.sft_adapter, is_trainable=True)
     checkpoint = last_checkpoint(out / "dpo", ctx.resume)
     args = training_arguments(recipe, out / "dpo", bool(eval_pairs), cls=DPOConfig, beta=dpo.beta,
                               max_length=dpo.max_length, prediction_loss_only=True)
@@ -299,17 +281,8 @@ def stage_train(ctx: Context) -> dict:
         metrics = trainer.evaluate()
         results.update({k: v for k, v in metrics.items() if isinstance(v, int | float) and not math.isnan(v)})
     if trainer.is_world_process_zero():
-        trainer.save_model(str(out))
-        tokenizer.save_pretrained(str(out))
-        write_json(out / TRAINING_CONFIG_FILE, {
-            "recipe": recipe.to_dict(),
-            "resolved": {"base_model": base_path, "sft_adapter": adapter, "base_model_hub_id": hub_id_of(recipe)},
-            "gradient_accumulation_steps": recipe.gradient_accumulation_steps(),
-            "world_size": int(os.environ.get("WORLD_SIZE", "1")),
-            "data": {"pairs": len(pairs), "train_pairs": len(train_pairs), "eval_pairs": len(eval_pairs)},
-            "versions": versions(),
-            "log_history": trainer.state.log_history,
-        })
+        save_run(trainer, tokenizer, out, recipe, ctx.resolved,
+                 {"pairs": len(pairs), "train_pairs": len(train_pairs), "eval_pairs": len(eval_pairs)})
     return results
 
 
@@ -326,11 +299,11 @@ def run_dpo(recipe: TrainRecipe, output_dir: str | os.PathLike[str], resume: boo
             until: str = "train") -> dict:
     """Run the stages whose artifacts are missing, in order, up to and including ``until``."""
     from simhub.training.config import check_resources
+    from simhub.training.train import release_models, write_json
 
     if until not in STAGES:
         raise ConfigError(f"--until: {until!r} is not one of {', '.join(STAGES)}")
-    check_resources(recipe)
-    ctx = Context(recipe, Path(output_dir), resume)
+    ctx = Context(recipe, Path(output_dir), resume, check_resources(recipe))
     ctx.output_dir.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {}
     for stage in STAGES[: STAGES.index(until) + 1]:
@@ -340,10 +313,14 @@ def run_dpo(recipe: TrainRecipe, output_dir: str | os.PathLike[str], resume: boo
             summary[stage] = "skipped"
             continue
         result = STAGE_FUNCTIONS[stage](ctx)
+        if stage in ("generate", "score"):
+            # The policy (generate) and the metric models (score) are cached per process: free them
+            # so that the later stages, above all DPO training, have the accelerator to themselves.
+            release_models()
         if stage == "train":
-            atomic_write_bytes(path, json.dumps(result, indent=2, default=str).encode() + b"\n")
+            write_json(path, result)
         else:
-            write_records(path, result)
+            write_jsonl(path, result)
             _log(f"{stage}: {len(result)} records -> {path}")
         summary[stage] = "done"
     return summary

@@ -50,6 +50,17 @@ def kt_probabilities(model, inputs: dict, true_id: int, false_id: int):
     return total / count.clamp(min=1)
 
 
+def kt_loss(model, inputs: dict, true_id: int, false_id: int):
+    """The LLMKT training loss of a batch: ``(BCE of mean P(True) against inputs["labels"], P(True))``.
+
+    P(True) is clamped to ``[1e-6, 1 - 1e-6]`` so that the loss stays finite.
+    """
+    import torch
+
+    p = kt_probabilities(model, inputs, true_id, false_id).clamp(1e-6, 1 - 1e-6)
+    return torch.nn.functional.binary_cross_entropy(p, inputs["labels"].to(p.dtype)), p
+
+
 def make_kt_trainer_class():
     from transformers import Trainer
 
@@ -63,11 +74,7 @@ def make_kt_trainer_class():
             self.model_accepts_loss_kwargs = False
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            import torch
-
-            labels = inputs["labels"]
-            p = kt_probabilities(model, inputs, self.true_id, self.false_id).clamp(1e-6, 1 - 1e-6)
-            loss = torch.nn.functional.binary_cross_entropy(p, labels.to(p.dtype))
+            loss, p = kt_loss(model, inputs, self.true_id, self.false_id)
             return (loss, {"p_true": p.detach()}) if return_outputs else loss
 
     return KTTrainer

@@ -84,10 +84,15 @@ def _hyperparameters(recipe: dict) -> str:
     return "\n".join(lines)
 
 
-def card_data(model_dir: str | os.PathLike[str], repo_id: str, license: str = DEFAULT_LICENSE) -> dict[str, Any]:
-    """The template variables of a model folder's card (front matter included)."""
+def card_data(model_dir: str | os.PathLike[str], repo_id: str, license: str = DEFAULT_LICENSE,
+              config: dict | None = None) -> dict[str, Any]:
+    """The template variables of a model folder's card (front matter included).
+
+    ``config`` is the folder's ``training_config.json`` when the caller has read it already.
+    """
     model_dir = Path(model_dir)
-    config = _read_json(model_dir / "training_config.json")
+    if config is None:
+        config = _read_json(model_dir / "training_config.json")
     results = _read_json(model_dir / "eval_results.json") if (model_dir / "eval_results.json").is_file() else {}
     recipe = config.get("recipe") or {}
     kind = recipe.get("kind", "student-sft")
@@ -140,12 +145,15 @@ def card_data(model_dir: str | os.PathLike[str], repo_id: str, license: str = DE
     }
 
 
-def render_card(model_dir: str | os.PathLike[str], repo_id: str, license: str = DEFAULT_LICENSE) -> str:
+def _render(data: dict[str, Any]) -> str:
     import jinja2
 
-    data = card_data(model_dir, repo_id, license)
     template = jinja2.Template((CARD_DIR / data["template"]).read_text(), keep_trailing_newline=True)
     return template.render(**data)
+
+
+def render_card(model_dir: str | os.PathLike[str], repo_id: str, license: str = DEFAULT_LICENSE) -> str:
+    return _render(card_data(model_dir, repo_id, license))
 
 
 def stage_upload(model_dir: str | os.PathLike[str], repo_id: str, target: str | os.PathLike[str],
@@ -154,14 +162,15 @@ def stage_upload(model_dir: str | os.PathLike[str], repo_id: str, target: str | 
     model_dir, target = Path(model_dir), Path(target)
     if not (model_dir / "adapter_config.json").is_file():
         raise ConfigError(f"{model_dir}: no adapter_config.json; is this a `simhub train` output folder?")
-    card = render_card(model_dir, repo_id, license)
+    config = _read_json(model_dir / "training_config.json")
+    data = card_data(model_dir, repo_id, license, config)
+    card = _render(data)
     target.mkdir(parents=True, exist_ok=True)
     for name in PUBLISHED:
         if (model_dir / name).is_file():
             shutil.copy2(model_dir / name, target / name)
-    config = _read_json(model_dir / "training_config.json")
     adapter = _read_json(target / "adapter_config.json")
-    adapter["base_model_name_or_path"] = card_data(model_dir, repo_id, license)["base_model"]
+    adapter["base_model_name_or_path"] = data["base_model"]
     adapter.pop("revision", None)
     (target / "adapter_config.json").write_text(json.dumps(adapter, indent=2, sort_keys=True) + "\n")
     # Local paths in the published training config say nothing to others and can leak user names.

@@ -46,6 +46,19 @@ def hub_id_of(recipe: TrainRecipe) -> str | None:
     return spec
 
 
+def release_models() -> None:
+    """Free every model cached by :func:`simhub.backends.hf.load_causal_lm` and unreferenced objects,
+    then return the freed CUDA memory to the device (so the next stage can load its own models)."""
+    import gc
+
+    from simhub.backends.hf import unload_models
+
+    unload_models()
+    gc.collect()
+    if _cuda():
+        require("torch", "train").cuda.empty_cache()
+
+
 def versions() -> dict[str, str]:
     import importlib.metadata as md
 
@@ -251,26 +264,37 @@ def evaluate_kt(trainer, dataset) -> dict:
 
 
 def write_kt_cutoffs(output_dir: Path, dialogues, recipe: TrainRecipe) -> dict:
-    """Service-mode cutoffs of the freshly trained KT model, from real deltas of the validation split."""
-    from simhub.backends.hf import ModelRef
-    from simhub.metrics.knowledge import (
-        KT_CUTOFFS_FILE,
-        KnowledgeTracer,
-        knowledge_deltas,
-        paper_cutoffs,
-        pooled_real_deltas,
-        save_cutoffs,
-    )
+    """Service-mode cutoffs of the freshly trained KT model, from real deltas of the validation split.
 
+    Loads the saved adapter, so the caller must have dropped the trainer's copy of the model first.
+    """
+    from simhub.backends.hf import ModelRef
+    from simhub.metrics.knowledge import KT_CUTOFFS_FILE, KnowledgeTracer
+    from simhub.scoring import reference_cutoffs
+
+    source = f"{recipe.data} split {recipe.eval_split}"
     tracer = KnowledgeTracer(ModelRef(str(output_dir)), persona=recipe.persona,
                              batch_size=recipe.per_device_eval_batch_size)
-    items = [(d, i, d.turns[i].content) for d in dialogues for i in d.student_turn_indices()]
-    deltas = knowledge_deltas(tracer, items)
-    cutoffs = paper_cutoffs(deltas)
-    n = int(pooled_real_deltas(deltas).size)
-    save_cutoffs(output_dir / KT_CUTOFFS_FILE, cutoffs,
-                 {"n_deltas": n, "source": f"{recipe.data} split {recipe.eval_split}", "model": str(output_dir)})
+    cutoffs, n = reference_cutoffs(tracer, dialogues, output_dir / KT_CUTOFFS_FILE,
+                                   {"source": source, "model": str(output_dir)}, where=source)
     return {"cutoffs": [float(c) for c in cutoffs], "n_deltas": n}
+
+
+def save_run(trainer, tokenizer, output_dir: Path, recipe: TrainRecipe, resolved: dict[str, str],
+             data: dict[str, Any]) -> None:
+    """Save the adapter, the tokenizer and ``training_config.json`` (resolved recipe and model paths,
+    data counts, versions, log history) into ``output_dir``; call on the main process only."""
+    trainer.save_model(str(output_dir))
+    tokenizer.save_pretrained(str(output_dir))
+    write_json(output_dir / TRAINING_CONFIG_FILE, {
+        "recipe": recipe.to_dict(),
+        "resolved": {**resolved, "base_model_hub_id": hub_id_of(recipe)},
+        "gradient_accumulation_steps": recipe.gradient_accumulation_steps(),
+        "world_size": int(os.environ.get("WORLD_SIZE", "1")),
+        "data": data,
+        "versions": versions(),
+        "log_history": trainer.state.log_history,
+    })
 
 
 # ---------------------------------------------------------------------------------- entry point
@@ -285,7 +309,7 @@ def train(recipe: TrainRecipe, output_dir: str | os.PathLike[str], resume: bool 
     resolved = check_resources(recipe)
     output_dir = Path(output_dir)
     checkpoint = last_checkpoint(output_dir, resume)
-    gradient_accumulation = recipe.gradient_accumulation_steps()  # fail on a bad batch split before loading
+    recipe.gradient_accumulation_steps()  # fail on a bad batch split before loading
 
     require("peft", "train")
     from peft import get_peft_model
@@ -343,21 +367,16 @@ def train(recipe: TrainRecipe, output_dir: str | os.PathLike[str], resume: bool 
                     "global_step": result.global_step,
                     "best_model_checkpoint": trainer.state.best_model_checkpoint})
 
-    if trainer.is_world_process_zero():
-        trainer.save_model(str(output_dir))
-        tokenizer.save_pretrained(str(output_dir))
-        config = {
-            "recipe": recipe.to_dict(),
-            "resolved": {**resolved, "base_model_hub_id": hub_id_of(recipe)},
-            "gradient_accumulation_steps": gradient_accumulation,
-            "world_size": int(os.environ.get("WORLD_SIZE", "1")),
-            "data": {"train": train_ex.summary(), "eval": eval_ex.summary()},
-            "versions": versions(),
-            "log_history": trainer.state.log_history,
-        }
-        write_json(output_dir / TRAINING_CONFIG_FILE, config)
-        if recipe.kind == "kt" and recipe.kt_cutoffs and has_eval:
-            results["kt_cutoffs"] = write_kt_cutoffs(output_dir, eval_dialogues, recipe)
+    main_process = trainer.is_world_process_zero()
+    if main_process:
+        save_run(trainer, tokenizer, output_dir, recipe, resolved,
+                 {"train": train_ex.summary(), "eval": eval_ex.summary()})
+    if main_process and recipe.kind == "kt" and recipe.kt_cutoffs and has_eval:
+        # The cutoffs load the saved adapter: drop the trained copy (and its optimizer state) first.
+        del trainer, model
+        release_models()
+        results["kt_cutoffs"] = write_kt_cutoffs(output_dir, eval_dialogues, recipe)
+    if main_process:
         write_json(output_dir / EVAL_RESULTS_FILE, results)
         _log(f"done: {output_dir} {json.dumps({k: v for k, v in results.items() if k != 'per_class'}, default=str)}")
     return results
