@@ -69,15 +69,12 @@ async def run_load(url: str, path: str, bodies: list[dict], concurrency: int) ->
 def batch_stats(url: str) -> dict:
     import httpx
 
+    from simhub.serving.testing import metric_total
+
     text = httpx.get(f"{url}/metrics").text
-    values = {}
-    for line in text.splitlines():
-        for name in ("simhub_score_batch_items_sum", "simhub_score_batch_items_count", "simhub_score_batch_requests_sum"):
-            if line.startswith(name + " "):
-                values[name] = float(line.split()[-1])
-    count = values.get("simhub_score_batch_items_count", 0)
+    count = metric_total(text, "simhub_score_batch_items_count")
     return {"scorer_calls": int(count),
-            "mean_requests_per_call": round(values.get("simhub_score_batch_requests_sum", 0) / count, 2) if count else None}
+            "mean_requests_per_call": round(metric_total(text, "simhub_score_batch_requests_sum") / count, 2) if count else None}
 
 
 def main() -> None:
@@ -98,6 +95,9 @@ def main() -> None:
 
     profile = load_profile(args.profile)
     simulators = list(profile.get("simulators") or {})[:2]
+    if not simulators:
+        parser.error(f"profile {args.profile!r} has no simulators (its 'simulators:' section is empty); "
+                     "the /simulate benchmark needs at least one")
     config = scorer_config(profile)
     # Knowledge with paper cutoffs depends on the whole scored set, so the service never merges it;
     # with cutoffs shipped beside the KT model (the demo) all seven metrics are compared.

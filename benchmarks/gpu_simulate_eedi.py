@@ -41,25 +41,30 @@ def main(argv=None) -> None:
 
     import msgspec
 
-    from simhub.backends.generation import Sampling, SimulatorSpec, VLLMEngine, VLLMGenerator, VLLMOptions
+    from simhub.backends.generation import Sampling, SimulatorRegistry, SimulatorSpec, VLLMOptions
     from simhub.schema import read_jsonl
 
-    dialogues = read_jsonl(args.data)[: args.limit] if args.limit else read_jsonl(args.data)
+    dialogues = read_jsonl(args.data)[: args.limit]
     histories = [(d, i) for d in dialogues for i in d.student_turn_indices()]
     prompts = [msgspec.structs.replace(d, turns=d.turns[:i]) for d, i in histories]
     spec = SimulatorSpec(id="student", backend="vllm", model=args.base, adapter=args.adapter)
     options = VLLMOptions(gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
                           enforce_eager=False, dtype="bfloat16")
     t0 = time.perf_counter()
-    generator = VLLMGenerator(spec, VLLMEngine(args.base, None, options, enable_lora=bool(args.adapter)))
+    # The service's own construction: an adapter-only --base is served as a LoRA on its base model.
+    registry = SimulatorRegistry({spec.id: spec}, options)
+    generator = registry.get(spec.id)
     generator.load()
     load_s = time.perf_counter() - t0
 
     async def run():
-        await generator.simulate(prompts[:1], Sampling(max_tokens=8))  # warm-up
-        start = time.perf_counter()
-        results = await generator.simulate(prompts, Sampling(max_tokens=args.max_tokens))
-        return results, time.perf_counter() - start
+        try:
+            await generator.simulate(prompts[:1], Sampling(max_tokens=8))  # warm-up
+            start = time.perf_counter()
+            results = await generator.simulate(prompts, Sampling(max_tokens=args.max_tokens))
+            return results, time.perf_counter() - start
+        finally:
+            await registry.close()  # on the loop the engine ran on
 
     results, seconds = asyncio.run(run())
     tokens = sum(c.tokens for r in results for c in r.candidates)
@@ -81,7 +86,6 @@ def main(argv=None) -> None:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
-    generator.close()
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from litestar.testing import TestClient
 from simhub.backends.generation import Candidate, Sampling, chat_payload, finish, parse_chat_response
 from simhub.serving.app import create_app
 from simhub.serving.settings import ServiceSettings
+from simhub.serving.testing import metric_total
 
 DEMO = Path(__file__).parent / "profiles" / "tiny.yaml"
 QUESTION = {"text": "Question Text: What is 5/8 divided by 1/6?\nAnswer A Text: 15/4"}
@@ -150,20 +151,31 @@ def test_score_all_configured_metrics_contract(client):
 def test_concurrent_score_requests_are_batched(client):
     import concurrent.futures
 
+    scorer = client.app.state.services.scoring.scorer
+    original = scorer.score
+    # Each Scorer call takes at least 50 ms, so requests sent meanwhile (8 at a time) queue and must merge.
+    scorer.score = lambda *a, **k: (time.sleep(0.05), original(*a, **k))[1]
     before = client.get("/metrics").text
-    with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        rs = list(pool.map(lambda _: client.post("/score", json={"items": rouge_items(), "metrics": ["rouge_l", "cosine"]}), range(16)))
+    try:
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            rs = list(pool.map(lambda _: client.post("/score", json={"items": rouge_items(), "metrics": ["rouge_l", "cosine"]}),
+                               range(16)))
+    finally:
+        scorer.score = original
     assert all(r.status_code == 200 for r in rs)
     assert all(r.json()["items"][2]["scores"]["rouge_l"] == 1.0 for r in rs)
     after = client.get("/metrics").text
 
-    def total(text, name):
-        return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " "))
+    def delta(name, **labels):
+        return metric_total(after, name, **labels) - metric_total(before, name, **labels)
 
-    assert total(after, "simhub_score_batch_items_sum") - total(before, "simhub_score_batch_items_sum") == 48
-    calls = total(after, "simhub_score_batch_items_count") - total(before, "simhub_score_batch_items_count")
-    assert 1 <= calls <= 16
+    assert delta("simhub_score_batch_items_sum") == 48
+    calls = delta("simhub_score_batch_items_count")
+    assert 1 <= calls < 16  # at least two requests shared a Scorer call
+    assert delta("simhub_score_batch_requests_sum") == 16
     assert 'simhub_http_requests_total{method="POST",route="/score",status="200"}' in after
+    assert delta("simhub_http_requests_total", method="POST", route="/score", status="200") == 16
+    assert delta("simhub_http_request_duration_seconds_count", route="/score") == 16
 
 
 def test_openai_compatible_chat_in_process(client):
@@ -281,6 +293,34 @@ def test_request_timeout_answers_504():
         assert c.post("/score", json={"items": rouge_items()}).status_code == 200
 
 
+def test_ready_gauge_is_set_when_loading_ends():
+    with mini_client() as c:
+        services = c.app.state.services
+        deadline = time.time() + 60
+        while not services.loaded and time.time() < deadline:
+            time.sleep(0.05)
+        assert services.ready
+        assert metric_total(c.get("/metrics").text, "simhub_ready") == 1.0  # without anyone polling /ready
+
+
+def test_requests_while_loading_wait_then_answer_503():
+    with mini_client(preload=False, request_timeout_s=0.3) as c:
+        services = c.app.state.services
+        assert services._thread is None
+        services.scoring.scorer.load = lambda *a, **k: time.sleep(1.0)
+        r = c.post("/score", json={"items": rouge_items()})  # starts loading, waits 0.3 s for it
+        assert_error(r, 503, words="still loading")
+        assert r.headers["retry-after"] == "1"
+        ready = c.get("/ready")
+        assert ready.status_code == 503 and ready.json()["ready"] is False and ready.json()["loading"] == ["scorer"]
+        assert metric_total(c.get("/metrics").text, "simhub_ready") == 0.0
+        deadline = time.time() + 30
+        while not services.loaded and time.time() < deadline:
+            time.sleep(0.05)
+        assert c.post("/score", json={"items": rouge_items()}).status_code == 200
+        assert metric_total(c.get("/metrics").text, "simhub_ready") == 1.0
+
+
 def test_settings_from_env_and_profile(monkeypatch):
     from simhub.errors import ConfigError
 
@@ -291,6 +331,10 @@ def test_settings_from_env_and_profile(monkeypatch):
     assert "k-secret-value" not in repr(s)
     with pytest.raises(ConfigError, match="serving: unknown key"):
         ServiceSettings.load({"serving": {"max_itemz": 1}})
+    with pytest.raises(ConfigError, match=r"serving\.api_key: .*SIMHUB_API_KEY"):
+        ServiceSettings.load({"serving": {"api_key": "from-a-file"}})
+    with pytest.raises(ConfigError, match=r"serving\.profile"):
+        ServiceSettings.load({"serving": {"profile": "paper-8b"}})
     monkeypatch.setenv("SIMHUB_MAX_ITEMS", "many")
     with pytest.raises(ConfigError, match="SIMHUB_MAX_ITEMS"):
         ServiceSettings.load({})
@@ -347,10 +391,11 @@ def test_micro_batcher_merges_and_bounds():
     from simhub.serving.batching import MicroBatcher
     from simhub.serving.schemas import Overloaded
 
-    calls = []
+    calls, keys = [], []
 
-    def run(key, jobs):
+    def run(jobs):
         calls.append([len(j.items) for j in jobs])
+        keys.append({j.key for j in jobs})
         return [sum(j.items) for j in jobs]
 
     async def main():
@@ -365,3 +410,4 @@ def test_micro_batcher_merges_and_bounds():
     out, unmerged = asyncio.run(main())
     assert out == [0, 2, 4, 6] and unmerged == [1, 2]
     assert calls[0] == [2, 2, 2, 2] and calls[1:] == [[1], [1]]
+    assert keys == [{"k"}, {None}, {None}]

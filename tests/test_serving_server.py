@@ -12,14 +12,8 @@ import pytest
 pytest.importorskip("litestar")
 httpx = pytest.importorskip("httpx")
 
-from tests.test_serving import HISTORY, PAPER_DIALOGUE, QUESTION  # noqa: E402  (one copy of the example)
-
-
-def rouge_items():
-    return [{"dialogue": PAPER_DIALOGUE, "turn_index": 1, "candidate": c}
-            for c in ("8/5", "So, would I divide 1/6 by 5/8?", "5/8 divided by 1/6")]
-
-from simhub.serving.testing import ServerProcess  # noqa: E402
+from simhub.serving.testing import ServerProcess, metric_total  # noqa: E402
+from tests.test_serving import HISTORY, PAPER_DIALOGUE, QUESTION, rouge_items  # noqa: E402  (one copy of the example)
 
 ROOT = Path(__file__).parent.parent
 DEMO = ROOT / "tests" / "profiles" / "tiny.yaml"
@@ -76,7 +70,9 @@ def test_openai_backend_against_live_server(server, monkeypatch):
         try:
             return await generator.simulate([dialogue_from_dict(HISTORY)] * 2, Sampling(max_tokens=8, n=2))
         finally:
-            await generator.client.aclose()
+            client = generator.client
+            await generator.close()
+            assert generator.client is None and client.is_closed
 
     results = asyncio.run(main())
     assert len(results) == 2 and all(len(r.candidates) == 2 for r in results)
@@ -140,6 +136,17 @@ def test_bounded_load(server):
     assert time.time() - start < 180
     metrics = httpx.get(f"{url}/metrics", headers=auth()).text
     assert "simhub_score_batch_requests_count" in metrics and "simhub_generated_tokens_total" in metrics
+    # This test alone sent 86 /score requests that reach the scorer (kinds 0 and 1: 43 each, 3 and 1 items),
+    # 43 /simulate, and 42 /score refused with 422 (kind 6).
+    assert metric_total(metrics, "simhub_score_batch_requests_count") > 0
+    assert metric_total(metrics, "simhub_score_batch_requests_sum") >= 43 + 43
+    assert metric_total(metrics, "simhub_score_batch_items_sum") >= 3 * 43 + 1 * 43
+    assert metric_total(metrics, "simhub_generated_tokens_total", model="tiny-student") > 0
+    assert metric_total(metrics, "simhub_generated_tokens_total", model="tiny-student-lora") > 0
+    assert metric_total(metrics, "simhub_prompt_tokens_total", model="tiny-student") > 0
+    assert metric_total(metrics, "simhub_http_requests_total", method="POST", route="/simulate", status="200") >= 43
+    assert metric_total(metrics, "simhub_http_requests_total", method="POST", route="/score", status="422") >= 42
+    assert metric_total(metrics, "simhub_http_request_duration_seconds_count", route="/score") >= 43 + 43 + 42
 
 
 def test_schemathesis_finds_no_server_errors(server):

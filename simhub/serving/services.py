@@ -4,6 +4,7 @@ generator registry, model listing and readiness. Handlers only translate HTTP to
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Hashable, Sequence
@@ -17,7 +18,6 @@ from simhub.backends.generation import (
     simulator_specs,
 )
 from simhub.errors import ConfigError
-from simhub.metrics.registry import check_metric_names
 from simhub.schema import Dialogue
 from simhub.scoring import ItemResult, ScoreItem, Scorer, summarize
 from simhub.serving.batching import Job, MicroBatcher
@@ -37,25 +37,17 @@ class ScoringService:
 
     def __init__(self, scorer: Scorer, settings: ServiceSettings, metrics: ServiceMetrics):
         self.scorer = scorer
-        self.stats = metrics
         self.batcher = MicroBatcher(
             self._run, window_s=settings.batch_window_ms / 1000, max_items=settings.max_batch_items,
             max_pending=settings.queue_size, on_batch=metrics.observe_batch, name="simhub-score",
         )
 
     def resolve_metrics(self, metrics: Sequence[str] | None) -> tuple[str, ...]:
-        configured = self.scorer.metrics
-        if metrics is None:
-            return tuple(configured)
+        """The Scorer's own check (known, configured), as a 400 naming ``metrics``."""
         try:
-            names = check_metric_names(metrics, "metrics")
+            return tuple(self.scorer.resolve_metrics(metrics))
         except ConfigError as exc:
             raise RequestError(str(exc), "metrics") from None
-        missing = [m for m in names if m not in configured]
-        if missing:
-            raise RequestError(f"metrics: {', '.join(missing)} not configured in this profile (configured: {', '.join(configured)})",
-                               "metrics")
-        return tuple(names)
 
     def _batch_key(self, metrics: tuple[str, ...]) -> Hashable | None:
         if "knowledge" in metrics and self.scorer.config.knowledge_cutoffs == "paper":
@@ -65,7 +57,7 @@ class ScoringService:
     async def score(self, items: list[ScoreItem], metrics: tuple[str, ...]) -> tuple[list[ItemResult], dict]:
         return await self.batcher.submit(self._batch_key(metrics), items, payload=metrics)
 
-    def _run(self, key: Hashable | None, jobs: list[Job]) -> list[tuple[list[ItemResult], dict]]:
+    def _run(self, jobs: list[Job]) -> list[tuple[list[ItemResult], dict]]:
         metrics = jobs[0].payload
         items = [it for job in jobs for it in job.items]
         result = self.scorer.score(items, list(metrics))
@@ -121,7 +113,7 @@ class SimulationService:
             raise UnknownModel(f"{field}: unknown simulator {model!r}; available: {known}", field)
 
     async def simulate(self, model: str, dialogues: list[Dialogue], sampling: Sampling) -> list[SimulationResult]:
-        self.check_model(model)
+        """Generate with simulator ``model`` (the caller has checked it with :meth:`check_model`)."""
         if self.in_flight + len(dialogues) > self.max_in_flight:
             raise Overloaded(f"simulation queue is full ({self.in_flight} dialogues in flight)")
         assert self.registry is not None, "wait_ready() before simulate()"
@@ -138,7 +130,11 @@ class SimulationService:
 
 
 class Services:
-    """Everything the app holds: built from the profile, loaded in a background thread."""
+    """Everything the app holds: built from the profile, loaded in a background thread.
+
+    Requests that arrive while loading wait (on an asyncio event, no thread parked) up to their
+    timeout, then get 503; ``simhub_ready`` is set as soon as loading ends.
+    """
 
     def __init__(self, profile: dict, settings: ServiceSettings, metrics: ServiceMetrics):
         from simhub.profiles import scorer_config
@@ -149,12 +145,15 @@ class Services:
         self.simulation = SimulationService(specs, settings, metrics)
         self.loading: list[str] = ["scorer", *specs]
         self.load_error: str | None = None
-        self._loaded = threading.Event()
+        #: True once loading has ended (successfully or not); written only by the loading thread.
+        self.loaded = False
+        self._loaded_event: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
     @property
     def ready(self) -> bool:
-        return self._loaded.is_set() and self.load_error is None
+        return self.loaded and self.load_error is None
 
     def load(self) -> None:
         """Build (demo models on first start) and load every model; sets ``ready``."""
@@ -174,21 +173,30 @@ class Services:
             self.load_error = f"{type(exc).__name__}: {exc}" if isinstance(exc, ConfigError) else type(exc).__name__
             log.exception("loading models failed")
         finally:
-            self._loaded.set()
+            self.loaded = True
+            self.metrics.ready.set(1 if self.ready else 0)
+            if self._loop is not None and self._loaded_event is not None:
+                with contextlib.suppress(RuntimeError):  # the loop has closed: nobody is waiting
+                    self._loop.call_soon_threadsafe(self._loaded_event.set)
 
     def start_loading(self) -> None:
+        """Start :meth:`load` in a thread; called on the event loop (the app's lifespan, or the first request)."""
+        self._loop = asyncio.get_running_loop()
+        self._loaded_event = asyncio.Event()
         self._thread = threading.Thread(target=self.load, name="simhub-load", daemon=True)
         self._thread.start()
 
     async def wait_ready(self, timeout: float) -> None:
-        if not self._loaded.is_set():
+        if not self.loaded:
             if self._thread is None:
                 self.start_loading()
-            await asyncio.to_thread(self._loaded.wait, timeout)
+            assert self._loaded_event is not None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._loaded_event.wait(), timeout)
         if not self.ready:
-            raise Overloaded("models are still loading" if not self._loaded.is_set() else "models failed to load; see /ready")
+            raise Overloaded("models are still loading" if not self.loaded else "models failed to load; see /ready")
 
     async def close(self) -> None:
         await self.scoring.batcher.close()
         if self.simulation.registry is not None:
-            self.simulation.registry.close()
+            await self.simulation.registry.close()

@@ -59,11 +59,15 @@ class ServiceSettings:
         serving.pop("backend", None)
         serving.pop("vllm", None)
         names = {f.name: f for f in fields(cls)}
-        unknown = set(serving) - set(names) - {"profile"}
+        if "api_key" in serving:  # secrets never come from files
+            raise ConfigError("serving.api_key: not allowed in a profile; set the SIMHUB_API_KEY environment variable")
+        if "profile" in serving:
+            raise ConfigError("serving.profile: not allowed in a profile (a profile cannot name another); "
+                              "use --profile or SIMHUB_PROFILE")
+        unknown = set(serving) - set(names)
         if unknown:
             raise ConfigError(f"serving: unknown key(s) {', '.join(sorted(unknown))}; allowed: "
                               f"{', '.join(sorted({*names, 'backend', 'vllm'} - {'profile', 'api_key'}))}")
-        serving.pop("api_key", None)  # secrets never come from files
         values.update(serving)
         for name, f in names.items():
             env = os.environ.get(ENV_PREFIX + name.upper())

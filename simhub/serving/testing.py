@@ -1,4 +1,4 @@
-"""Run ``simhub serve`` as a child process on a free loopback port (tests and benchmarks)."""
+"""Run ``simhub serve`` as a child process on a free loopback port, and read its ``/metrics`` (tests and benchmarks)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,20 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+
+def metric_total(text: str, name: str, **labels: str) -> float:
+    """The sum of the samples called ``name`` whose labels include ``labels``, in a ``/metrics`` text
+    (parsed with prometheus_client's parser; ``name`` is the sample's, e.g. ``simhub_http_requests_total``
+    or ``simhub_score_batch_items_count``). 0.0 when there is no such sample."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+    )
 
 
 def free_port() -> int:
