@@ -61,7 +61,7 @@ def _data_stats(args: argparse.Namespace) -> int:
 @_command("data.items")
 def _data_items(args: argparse.Namespace) -> int:
     from simhub.schema import atomic_write_bytes, read_jsonl, to_json
-    from simhub.scoring import ScoreItemIn
+    from simhub.scoring import ScoreItem
 
     lines = []
     for dialogue in read_jsonl(args.file):
@@ -69,7 +69,7 @@ def _data_items(args: argparse.Namespace) -> int:
         for index in dialogue.student_turn_indices():
             real = dialogue.turns[index].content
             candidate = real if args.candidate == "real" else previous
-            lines.append(to_json(ScoreItemIn(dialogue=dialogue, turn_index=index, candidate=candidate)) + b"\n")
+            lines.append(to_json(ScoreItem(dialogue=dialogue, turn_index=index, candidate=candidate)) + b"\n")
             previous = real
     atomic_write_bytes(args.output, b"".join(lines))
     print(f"{len(lines)} items ({args.candidate}) -> {args.output}")
@@ -109,12 +109,12 @@ def _scorer(profile: str):
 def _score(args: argparse.Namespace) -> int:
     from simhub.metrics.registry import check_metric_names
     from simhub.schema import atomic_write_bytes, iter_jsonl, to_json
-    from simhub.scoring import ScoreItem, ScoreItemIn, format_summary
+    from simhub.scoring import ScoreItem, format_summary
 
     metrics = check_metric_names([m.strip() for m in args.metrics.split(",") if m.strip()], "--metrics") if args.metrics else None
-    records = list(iter_jsonl(args.input, type=ScoreItemIn))
+    items = list(iter_jsonl(args.input, type=ScoreItem))
     scorer = _scorer(args.profile)
-    result = scorer.score([ScoreItem(r.dialogue, r.turn_index, r.candidate) for r in records], metrics, progress=True)
+    result = scorer.score(items, metrics, progress=True)
     payload = b"".join(to_json(item.to_dict()) + b"\n" for item in result.items)
     atomic_write_bytes(args.output, payload)
     errors = sum(1 for item in result.items if item.error)

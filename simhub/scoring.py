@@ -26,16 +26,10 @@ from simhub.schema import Dialogue, SchemaError
 MAX_CANDIDATE_CHARS = 8000
 
 
-class ScoreItemIn(msgspec.Struct, forbid_unknown_fields=True):
-    """One line of a ``simhub score`` input file."""
+class ScoreItem(msgspec.Struct, forbid_unknown_fields=True):
+    """A real dialogue, the index of a real student turn in it, and the simulated text for that
+    turn; also one line of a ``simhub score`` input file."""
 
-    dialogue: Dialogue
-    turn_index: int
-    candidate: str
-
-
-@dataclass
-class ScoreItem:
     dialogue: Dialogue
     turn_index: int
     candidate: str

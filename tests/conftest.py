@@ -39,12 +39,12 @@ def simhub_home(tmp_path_factory, tiny_kit):
 
     home = tmp_path_factory.mktemp("simhub-home")
     shutil.copytree(tiny_kit["llama"].parent, home / "tiny")
-    os.environ["SIMHUB_HOME"] = str(home)
-    return home
+    with pytest.MonkeyPatch.context() as patch:  # restored when the session ends
+        patch.setenv("SIMHUB_HOME", str(home))
+        yield home
 
 
 # --- Local Hugging Face Hub -------------------------------------------------------------------------------------
-import pytest  # noqa: E402
 
 # Any token works against the local Hub (it is started with tokens=None); a fixed one keeps requests authenticated.
 LOCAL_HUB_TOKEN = "test-token"

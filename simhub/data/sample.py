@@ -844,16 +844,6 @@ _STUDENT_NAMES = (
 )
 _TUTOR_NAMES = ("Sarah", "James", "Priya", "Tom", "Hannah", "Daniel", "Fatima", "Mark", "Emma", "Chris")
 
-TALK_MOVES = (
-    "None",
-    "Keeping everyone together",
-    "Getting students to relate",
-    "Restating",
-    "Revoicing",
-    "Pressing for accuracy",
-    "Pressing for reasoning",
-)
-
 # =========================================================================== dialogue model
 
 
