@@ -1,9 +1,11 @@
 """Scorer throughput: batched scoring against a naive per-turn loop, on the sample corpus.
 
-Three modes on the same profile and items, each loading every model once, each in its own process
+Four modes on the same profile and items, each loading every model once, each in its own process
 so that peak memory (max RSS) is measured separately:
 
-* ``batched``: one ``Scorer.score`` call over all items (prefix-tree packing across turns);
+* ``batched``: one ``Scorer.score`` call over all items (prefix-tree packing across turns), metric
+  adapters sharing one loaded base;
+* ``batched-merged``: the same with each adapter merged into its own copy of the base;
 * ``naive``: ``Scorer.score`` with one item at a time (packing only within a turn: the labels of
   one act prompt, the KCs of one knowledge prompt);
 * ``reference``: one item at a time with packing off, every label, judge answer, KC question and
@@ -27,13 +29,18 @@ from pathlib import Path
 RESULTS = Path(__file__).parent / "results" / "scorer.json"
 
 
+#: batched: one Scorer.score call, adapters on one shared base (the default); batched-merged: the same
+#: with every adapter merged into its own base copy; naive: one turn per call; reference: one turn per
+#: call and one sequence per forward pass, shaped like the research code.
+MODES = ("batched", "batched-merged", "naive", "reference")
+
+
 def build_items(split: str, limit: int):
     """Every real student turn of the split, with the next student turn's text as the candidate."""
-    from simhub.data.eedi import load_eedi
-    from simhub.data.sample import sample_annotations_dir, sample_raw_dir
-    from simhub.scoring import ScoreItem
+    from simhub.data.sample import load_sample_corpus
+    from simhub.metrics import ScoreItem
 
-    corpus = load_eedi(sample_raw_dir(), sample_annotations_dir())
+    corpus = load_sample_corpus()
     items = []
     for dialogue in corpus[split]:
         students = dialogue.student_turn_indices()
@@ -44,21 +51,27 @@ def build_items(split: str, limit: int):
 
 
 def run_mode(mode: str, profile: str, split: str, limit: int, metrics: list[str] | None) -> dict:
-    from simhub.profiles import load_profile, scorer_config
+    import msgspec
+
+    from simhub.config import load_profile
+    from simhub.models import loaded_models
+    from simhub.provision import provision_profile, restrict
     from simhub.scoring import Scorer
 
     items = build_items(split, limit)
-    scorer = Scorer(scorer_config(load_profile(profile)))
+    built = provision_profile(restrict(load_profile(profile), simulators=[], tutors=[]), on_step=None)
+    if mode == "batched-merged":  # each adapter merged into its own copy of the base (the old layout)
+        built = msgspec.structs.replace(built, scoring=msgspec.structs.replace(built.scoring, share_base=False))
+    scorer = Scorer.from_profile(built)
     names = metrics or scorer.metrics
     scorer.load(names)
     if mode == "reference":
-        from simhub.backends import hf
-
-        for lm in hf._CACHE.values():
-            lm.row_tokens, lm.batch_size = 0, 4  # one sequence per forward pass
+        for lm in loaded_models():
+            if hasattr(lm, "row_tokens"):
+                lm.row_tokens, lm.batch_size = 0, 4  # one sequence per forward pass
     scorer.score(items[:2], names)  # warm-up: first-call allocations are not what we measure
     start = time.perf_counter()
-    if mode == "batched":
+    if mode.startswith("batched"):
         result = scorer.score(items, names)
         summary = result.summary
     else:
@@ -73,7 +86,7 @@ def run_mode(mode: str, profile: str, split: str, limit: int, metrics: list[str]
         "turns_per_second": len(items) / seconds,
         "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "summary": summary,
-        "naive_results": None if mode == "batched" else len(results),
+        "naive_results": None if mode.startswith("batched") else len(results),
     }
 
 
@@ -84,14 +97,14 @@ def main(argv=None) -> None:
     parser.add_argument("--items", type=int, default=300, help="number of turns (0 = all)")
     parser.add_argument("--metrics", help="comma-separated metrics (default: all configured)")
     parser.add_argument("--output", type=Path, default=RESULTS)
-    parser.add_argument("--mode", choices=["batched", "naive", "reference"], help=argparse.SUPPRESS)
+    parser.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     metrics = args.metrics.split(",") if args.metrics else None
     if args.mode:
         print(json.dumps(run_mode(args.mode, args.profile, args.split, args.items, metrics)))
         return
     runs = {}
-    for mode in ("batched", "naive", "reference"):
+    for mode in MODES:
         cmd = [sys.executable, __file__, "--mode", mode, "--profile", args.profile, "--split", args.split,
                "--items", str(args.items)] + (["--metrics", args.metrics] if args.metrics else [])
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -107,6 +120,8 @@ def main(argv=None) -> None:
         "batched": {k: runs["batched"][k] for k in ("seconds", "turns_per_second", "max_rss_mb")},
         "naive": {k: runs["naive"][k] for k in ("seconds", "turns_per_second", "max_rss_mb")},
         "reference": {k: runs["reference"][k] for k in ("seconds", "turns_per_second", "max_rss_mb")},
+        "batched_merged": {k: runs["batched-merged"][k] for k in ("seconds", "turns_per_second", "max_rss_mb")},
+        "shared_vs_merged": runs["batched-merged"]["seconds"] / runs["batched"]["seconds"],
         "speedup_vs_naive": runs["naive"]["seconds"] / runs["batched"]["seconds"],
         "speedup_vs_reference": runs["reference"]["seconds"] / runs["batched"]["seconds"],
         "batched_summary": runs["batched"]["summary"],

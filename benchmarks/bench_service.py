@@ -18,6 +18,7 @@ import asyncio
 import json
 import os
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the service runner lives with the tests' doubles (tests/doubles/server_process.py)
 QUESTION = {"text": "Question Text: What is 5/8 divided by 1/6?\nAnswer A Text: 15/4\nAnswer B Text: 5/48"}
 DIALOGUE = {
     "id": "bench", "question": QUESTION, "kcs": ["Divide fractions"],
@@ -69,7 +71,7 @@ async def run_load(url: str, path: str, bodies: list[dict], concurrency: int) ->
 def batch_stats(url: str) -> dict:
     import httpx
 
-    from simhub.serving.testing import metric_total
+    from tests.doubles.server_process import metric_total
 
     text = httpx.get(f"{url}/metrics").text
     count = metric_total(text, "simhub_score_batch_items_count")
@@ -78,7 +80,7 @@ def batch_stats(url: str) -> dict:
 
 
 def main() -> None:
-    from simhub.serving.testing import ServerProcess
+    from tests.doubles.server_process import ServerProcess
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="demo", help="profile name or YAML path (default: the shipped demo)")
@@ -91,17 +93,18 @@ def main() -> None:
 
     home = os.environ.get("SIMHUB_HOME") or tempfile.mkdtemp(prefix="simhub-bench-")
     base_env = {"SIMHUB_HOME": home, "VLLM_CPU_KVCACHE_SPACE": "1", "SIMHUB_LOG_JSON": "1"}
-    from simhub.profiles import load_profile, scorer_config
+    from simhub.config import load_profile
+    from simhub.scoring import Scorer
 
     profile = load_profile(args.profile)
-    simulators = list(profile.get("simulators") or {})[:2]
+    simulators = list(profile.simulators)[:2]
     if not simulators:
         parser.error(f"profile {args.profile!r} has no simulators (its 'simulators:' section is empty); "
                      "the /simulate benchmark needs at least one")
-    config = scorer_config(profile)
-    # Knowledge with paper cutoffs depends on the whole scored set, so the service never merges it;
-    # with cutoffs shipped beside the KT model (the demo) all seven metrics are compared.
-    metrics = [m for m in config.configured() if m != "knowledge" or config.knowledge_cutoffs != "paper"]
+    scorer = Scorer.from_profile(profile)
+    # A set-dependent metric (knowledge with paper cutoffs) is never merged by the service; with
+    # cutoffs shipped beside the KT model (the demo) all seven metrics are compared.
+    metrics = [m for m in scorer.metrics if not scorer.set_dependent([m])]
     score_bodies = [{"items": [{"dialogue": DIALOGUE, "turn_index": (1, 3)[i % 2], "candidate": CANDIDATES[i % len(CANDIDATES)]}],
                      "metrics": metrics} for i in range(args.score_requests)]
     sim_bodies = [{"model": simulators[i % len(simulators)], "dialogues": [{**DIALOGUE, "turns": DIALOGUE["turns"][: 1 + 2 * (i % 3)]}],

@@ -5,7 +5,7 @@ Usage (one GPU, the base model in the HF cache or a local folder, QATD-2k conver
     python benchmarks/gpu_train_sft.py --data data/qatd-2k
     python benchmarks/gpu_train_sft.py --data sample: --base-model /models/Llama-3.1-8B-Instruct --max-steps 20
 
-It runs ``simhub train training/recipes/student-sft-8b.yaml`` for one epoch (or ``--max-steps``)
+It runs ``simhub train student-sft-8b`` for one epoch (or ``--max-steps``)
 into a temporary folder and prints one JSON line: the training loop's time (the Trainer's
 ``train_runtime``: the optimiser steps and any evaluation/checkpointing inside the loop, but not
 loading the model, building the data, the final evaluation or saving), seconds per step and
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--recipe", default=str(ROOT / "training/recipes/student-sft-8b.yaml"))
+    parser.add_argument("--recipe", default="student-sft-8b", help="shipped recipe name or YAML path")
     parser.add_argument("--data", default="data/qatd-2k", help="'sample:' or a folder of train/val/test JSONL")
     parser.add_argument("--base-model", help="override base_model (e.g. a local folder)")
     parser.add_argument("--max-steps", type=int, default=-1, help="stop after N optimiser steps (-1: one epoch)")
@@ -40,13 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("gpu_train_sft: no CUDA GPU available", file=sys.stderr)
         return 1
-    from simhub.training.config import load_recipe
-    from simhub.training.train import train
+    from simhub.provision import resolve_recipe
+    from simhub.training import load_recipe, train
 
     overrides = ["epochs=1", f"data={args.data}", f"max_steps={args.max_steps}", *args.set]
     if args.base_model:
         overrides.append(f"base_model={args.base_model}")
-    recipe = load_recipe(args.recipe, overrides)
+    recipe = resolve_recipe(load_recipe(args.recipe, overrides))
     with tempfile.TemporaryDirectory(prefix="simhub-bench-") as tmp:
         out = Path(args.output_dir or tmp)
         torch.cuda.reset_peak_memory_stats()

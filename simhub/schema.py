@@ -11,11 +11,11 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
-from simhub.errors import SimhubError
+from simhub.errors import SchemaError
 
 Role = Literal["tutor", "student"]
 Correctness = Literal["correct", "incorrect", "na"]
@@ -36,10 +36,6 @@ OCEAN_TRAITS: tuple[str, ...] = ("openness", "conscientiousness", "extraversion"
 OPTIONS: tuple[str, ...] = ("A", "B", "C", "D")
 #: The catch-all knowledge component every dialogue has in addition to its level-3 subjects.
 DEFAULT_KC = "Default"
-
-
-class SchemaError(SimhubError, ValueError):
-    """Raised when data does not follow the canonical format; the message names where."""
 
 
 class Question(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -68,13 +64,19 @@ class Turn(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fiel
     kcs: list[str] | None = None
 
 
-class Dialogue(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class Dialogue(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """A tutoring dialogue. ``failed_labels`` names the annotation labels (``acts``, ``correctness``,
+    ``kcs``, ``question``, ``ocean``, ``freeform``) whose annotation failed for this dialogue, so
+    the turns that depend on them carry no label; ``meta`` holds provenance (e.g. of a rollout)."""
+
     id: str
     question: Question
     kcs: list[str] = msgspec.field(default_factory=list)
     persona: Persona | None = None
     profile: str | None = None
     turns: list[Turn] = msgspec.field(default_factory=list)
+    failed_labels: list[str] = msgspec.field(default_factory=list)
+    meta: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property
     def all_kcs(self) -> list[str]:
@@ -87,14 +89,15 @@ class Dialogue(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     def check_student_turn(self, index: int, field: str = "turn_index") -> Turn:
         """Return turn ``index`` if it exists and is a student turn, else raise SchemaError naming ``field``."""
         if isinstance(index, bool) or not isinstance(index, int):
-            raise SchemaError(f"{field}: expected an integer, got {type(index).__name__}")
+            raise SchemaError(f"{field}: expected an integer, got {type(index).__name__}", field=field)
         if not 0 <= index < len(self.turns):
             raise SchemaError(
-                f"{field}: {index} is out of range for dialogue {self.id!r} with {len(self.turns)} turns"
+                f"{field}: {index} is out of range for dialogue {self.id!r} with {len(self.turns)} turns", field=field
             )
         turn = self.turns[index]
         if turn.role != "student":
-            raise SchemaError(f"{field}: turn {index} of dialogue {self.id!r} is a tutor turn, not a student turn")
+            raise SchemaError(f"{field}: turn {index} of dialogue {self.id!r} is a tutor turn, not a student turn",
+                              field=field)
         return turn
 
 

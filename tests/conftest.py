@@ -1,47 +1,71 @@
-"""Shared fixtures. Tests never touch the network: the Hub is the local one in simhub.testing."""
+"""Shared fixtures. Tests never touch the network: the Hub is the local one in tests/doubles, and
+OpenAI-compatible endpoints are the fake in tests/doubles/openai_server.py.
+
+Layout: ``unit`` (no model weights, seconds), ``integration`` (the tiny model kit in process),
+``e2e`` (subprocesses: the CLI, a served process, an installed wheel, a browser).
+"""
 
 from __future__ import annotations
 
 import os
 import tempfile
 
-# Isolate every Hugging Face cache from the user's before any HF library is imported.
+# Isolate every Hugging Face cache and simhub's home from the user's before any library is imported.
 _HF_HOME = tempfile.mkdtemp(prefix="simhub-test-hf-")
 os.environ["HF_HOME"] = _HF_HOME
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ["SIMHUB_HOME"] = tempfile.mkdtemp(prefix="simhub-test-home-")
 
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-
-@pytest.fixture(scope="session")
-def tiny_kit(tmp_path_factory):
-    """The tiny model kit (tokenizer, causal LM, classifier), built once per test session."""
-    from simhub.testing.tiny import build_kit
-
-    return build_kit(tmp_path_factory.mktemp("tiny-kit"))
+TESTS = Path(__file__).parent
+TINY_PROFILE = str(TESTS / "profiles" / "tiny.yaml")
 
 
 @pytest.fixture(scope="session")
 def sample_corpus():
-    """The bundled sample corpus, loaded with its annotations."""
+    """The bundled sample corpus, loaded with its annotations (read-only: it is shared)."""
     from simhub.data.sample import load_sample_corpus
 
     return load_sample_corpus()
 
 
 @pytest.fixture(scope="session")
-def simhub_home(tmp_path_factory, tiny_kit):
-    """A SIMHUB_HOME whose tiny kit is the session's (so profiles do not rebuild it)."""
-    import shutil
+def simhub_home():
+    """The session's SIMHUB_HOME (set before anything is imported), where provisioning builds."""
+    return Path(os.environ["SIMHUB_HOME"])
 
-    home = tmp_path_factory.mktemp("simhub-home")
-    shutil.copytree(tiny_kit["llama"].parent, home / "tiny")
-    with pytest.MonkeyPatch.context() as patch:  # restored when the session ends
-        patch.setenv("SIMHUB_HOME", str(home))
-        yield home
+
+@pytest.fixture(scope="session")
+def tiny_kit(simhub_home):
+    """The tiny model kit (tokenizer, causal LM, classifier), built once per session where the
+    profiles' ``tiny:`` references find it."""
+    from simhub.demo.tiny import build_kit
+    from simhub.provision import tiny_dir
+
+    return build_kit(tiny_dir())
+
+
+@pytest.fixture(scope="session")
+def tiny_profile(tiny_kit):
+    """tests/profiles/tiny.yaml with its models built (untrained tiny models)."""
+    from simhub.config import load_profile
+    from simhub.provision import provision_profile
+
+    return provision_profile(load_profile(TINY_PROFILE), on_step=None)
+
+
+@pytest.fixture(autouse=True)
+def _no_endpoint_overrides(monkeypatch):
+    """Endpoint overrides in the developer's environment must not leak into tests."""
+    for name in ("SIMHUB_JUDGE_BASE_URL", "SIMHUB_BASELINE_BASE_URL", "SIMHUB_JUDGE_API_KEY",
+                 "SIMHUB_BASELINE_API_KEY", "OPENAI_API_KEY", "SIMHUB_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
 
 
 # --- Local Hugging Face Hub -------------------------------------------------------------------------------------
@@ -57,7 +81,7 @@ def local_hub(tmp_path_factory):
     HF_ENDPOINT and HF_TOKEN are set so code that relies on the environment (push_to_hub, subprocesses) talks
     to it authenticated; pass token=False to act anonymously. Everything is restored at the end.
     """
-    from simhub.testing.hub_server import LocalHub, point_hf_at
+    from tests.doubles.hub_server import LocalHub, point_hf_at
 
     hub = LocalHub(tmp_path_factory.mktemp("local-hub")).start()
     saved_env = {name: os.environ.get(name) for name in ("HF_ENDPOINT", "HF_TOKEN")}
@@ -82,3 +106,12 @@ def hub_api(local_hub):
     from huggingface_hub import HfApi
 
     return HfApi(endpoint=local_hub.url, token=LOCAL_HUB_TOKEN)
+
+
+@pytest.fixture
+def fake_openai():
+    """A local fake OpenAI-compatible endpoint (chat, files, batches), with a key in the environment."""
+    from tests.doubles.openai_server import FakeOpenAIServer
+
+    with FakeOpenAIServer() as server:
+        yield server

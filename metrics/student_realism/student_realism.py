@@ -6,9 +6,9 @@ A thin adapter over :class:`simhub.scoring.Scorer`; the metric logic lives in th
 import datasets
 import evaluate
 
-from simhub.metrics.registry import METRICS, check_metric_names
+from simhub.metrics import ScoreItem, check_metric_names, metric_names, outputs
 from simhub.schema import Dialogue, Question, Turn, dialogue_from_dict
-from simhub.scoring import ScoreItem, Scorer, ScorerConfig
+from simhub.scoring import Scorer
 
 _CITATION = """\
 @article{scarlatos2025simulated,
@@ -51,14 +51,21 @@ _SCORERS: dict = {}
 
 
 def _scorer(profile):
-    if profile not in _SCORERS:
+    # Keyed on the registered metrics too: a plugin registered later gets a scorer that knows it.
+    key = (profile, metric_names())
+    if key not in _SCORERS:
         if profile is None:
-            _SCORERS[profile] = Scorer(ScorerConfig())
-        else:
-            from simhub.profiles import load_profile, scorer_config
+            from simhub.config import EmbedderConfig, MetricModels, ScoringConfig
 
-            _SCORERS[profile] = Scorer(scorer_config(load_profile(profile)))
-    return _SCORERS[profile]
+            _SCORERS[key] = Scorer(ScoringConfig(metrics=MetricModels(cosine=EmbedderConfig())))
+        else:
+            # An entry point of its own: it builds the profile's demo models like the CLI does.
+            from simhub.config import load_profile
+            from simhub.provision import provision_profile, restrict
+
+            built = provision_profile(restrict(load_profile(profile), simulators=[], tutors=[]), on_step=None)
+            _SCORERS[key] = Scorer.from_profile(built, mode="benchmark")
+    return _SCORERS[key]
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
@@ -76,7 +83,8 @@ class StudentRealism(evaluate.Metric):
         scorer = _scorer(profile)
         if dialogues is None:
             names = check_metric_names(metrics or ["rouge_l", "cosine"])
-            needs_dialogue = [m for m in names if METRICS[m].needs_dialogue]
+            table = outputs()
+            needs_dialogue = [m for m in names if table[m][0].needs_dialogue]
             if needs_dialogue:
                 raise ValueError(f"metrics {', '.join(needs_dialogue)} need dialogues= and turn_indices=")
             items = [
@@ -96,12 +104,12 @@ class StudentRealism(evaluate.Metric):
                 items.append(ScoreItem(dialogue, t, pred))
         result = scorer.score(items, names)
         out = {}
+        # The Scorer's summary, flattened: the same numbers simhub score and POST /score report.
         for name, s in result.summary.items():
             out[name] = s["mean"]
-            out[f"{name}_std"] = s["std"]
-            out[f"{name}_count"] = s["count"]
-            if "qwk" in s:
-                out["knowledge_qwk"] = s["qwk"]
+            for key, value in s.items():
+                if key != "mean" and isinstance(value, int | float | type(None)):
+                    out[f"{name}_{key}"] = value
         if return_items:
             out["items"] = [item.to_dict() for item in result.items]
         return out

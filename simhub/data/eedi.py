@@ -1,4 +1,4 @@
-"""Loader for Eedi's Question-Anchored Tutoring Dialogues 2k (QATD-2k).
+"""Loader for Eedi's Question-Anchored Tutoring Dialogues 2k (QATD-2k) and its released annotations.
 
 Reproduces the processing rules of the paper's reference code (SPEC §2):
 
@@ -11,19 +11,18 @@ Reproduces the processing rules of the paper's reference code (SPEC §2):
 5. KCs are the intervention's level-3 subject names (``Default`` is implied);
 6. ``train.csv`` dialogues are shuffled with ``random.Random(221)``; the first 75 % are train,
    the rest validation; ``test.csv`` is test;
-7. with annotations, dialogues whose question is marked unsolvable are dropped (after the split,
-   so the split does not depend on annotations).
+7. with annotations, a dialogue is kept only if its question annotation exists and says solvable;
+   the split is made first, so it does not depend on the annotations (SPEC §8: the published
+   1,147 / 382 fit only split-then-drop).
 
-Annotations use the released CSV format: one row per dialogue (in split order, or matched by an
-``id`` column when there is one), columns ``acts``, ``correctness``, ``eedi_kcs``,
-``ocean_persona``, ``freeform_persona``, ``question_annotation``, each cell a Python literal keyed
-``"turn N"`` (N counts merged turns from 1). An empty or ``None`` cell is a failed annotation: null.
+The annotations are the authors' released files (``{split}_gpt-4.1.csv``, read by
+:mod:`simhub.data.annotations`). They hold the dialogues as well, so either input alone is a
+dataset: raw files alone give unlabelled dialogues, annotation files alone give the labelled
+dialogues with the split the files define, and both together check that the two agree.
 """
 
 from __future__ import annotations
 
-import ast
-import math
 import os
 import random
 import re
@@ -34,17 +33,32 @@ from typing import Any
 
 import pandas as pd
 
-from simhub.schema import (
-    ACTS,
-    CORRECTNESS_LABELS,
-    OCEAN_TRAITS,
-    OPTIONS,
-    Dialogue,
-    Persona,
-    Question,
-    SchemaError,
-    Turn,
+from simhub.data.annotations import (
+    DEFAULT_ANNOTATOR,
+    LABELS,
+    AnnotationRow,
+    annotate,
+    annotation_file,
+    check_turns,
+    read_annotation_file,
+    row_dialogue,
 )
+from simhub.errors import ConfigError, DataError
+from simhub.schema import Dialogue, Question, Turn
+
+__all__ = [
+    "DIALOGUE_FILES",
+    "HUB_DATASET_ID",
+    "SPLITS",
+    "SPLIT_SEED",
+    "DataError",
+    "EediCorpus",
+    "clean_text",
+    "load_eedi",
+    "merge_messages",
+    "resolve_source",
+    "split_train_val",
+]
 
 HUB_DATASET_ID = "Eedi/Question-Anchored-Tutoring-Dialogues-2k"
 SPLIT_SEED = 221
@@ -58,21 +72,24 @@ SUBJECTS_FILE = "dialogue-subjects.csv"
 MESSAGE_COLUMNS = ("InterventionId", "QuestionId_DQ", "IsTutor", "MessageString")
 METADATA_COLUMNS = ("QuestionId_DQ", "InterventionId", "Text", "Label")
 SUBJECT_COLUMNS = ("InterventionId", "SubjectName", "SubjectLevel")
-ANNOTATION_COLUMNS = ("acts", "correctness", "eedi_kcs", "ocean_persona", "freeform_persona", "question_annotation")
-
-_TURN_KEY = re.compile(r"^turn (\d+)$")
-
-
-class DataError(SchemaError):
-    """A raw file is missing or malformed; the message names the file, column and row."""
 
 
 @dataclass
 class EediCorpus:
-    """The three processed splits plus bookkeeping of what was dropped."""
+    """The three processed splits plus the bookkeeping of what the annotations did to them.
+
+    ``dropped_unsolvable``: dialogues dropped because their question was annotated unsolvable;
+    ``dropped_unannotated``: dialogues dropped because their question annotation is missing (a
+    failed cell, or no row at all); ``failed_labels[split][label]``: dialogues of the split's
+    annotation file whose ``label`` (one of :data:`simhub.data.annotations.LABELS`) failed,
+    counted before any drop, as the paper reports them. All zero without annotations.
+    """
 
     splits: dict[str, list[Dialogue]]
     dropped_unsolvable: dict[str, int] = field(default_factory=dict)
+    dropped_unannotated: dict[str, int] = field(default_factory=dict)
+    failed_labels: dict[str, dict[str, int]] = field(default_factory=dict)
+    annotation_files: dict[str, str] = field(default_factory=dict)  # split -> the file read
 
     def __getitem__(self, split: str) -> list[Dialogue]:
         return self.splits[split]
@@ -108,7 +125,7 @@ def resolve_source(source: str | os.PathLike[str], revision: str | None = None) 
     path = Path(source)
     if path.exists():
         if not path.is_dir():
-            raise DataError(f"--source {source}: not a folder")
+            raise DataError(f"source {source}: not a folder", file=str(source), field="source")
         return path
     if re.fullmatch(r"[\w.-]+/[\w.-]+", str(source)):
         from huggingface_hub import snapshot_download
@@ -118,10 +135,11 @@ def resolve_source(source: str | os.PathLike[str], revision: str | None = None) 
             return Path(snapshot_download(repo_id=str(source), repo_type="dataset", revision=revision))
         except (HfHubHTTPError, LocalEntryNotFoundError, OSError) as exc:
             raise DataError(
-                f"--source {source}: not a local folder, and the Hub dataset could not be fetched "
-                f"({type(exc).__name__}); pass the folder holding the QATD-2k files"
+                f"source {source}: not a local folder, and the Hub dataset could not be fetched "
+                f"({type(exc).__name__}); pass the folder holding the QATD-2k files",
+                field="source",
             ) from None
-    raise DataError(f"--source {source}: no such folder")
+    raise DataError(f"source {source}: no such folder", file=str(source), field="source")
 
 
 def _read_table(root: Path, rel: str, required: Sequence[str]) -> pd.DataFrame:
@@ -131,17 +149,19 @@ def _read_table(root: Path, rel: str, required: Sequence[str]) -> pd.DataFrame:
         if parquet.is_file():
             path = parquet
         else:
-            raise DataError(f"{path}: missing file (expected the QATD-2k layout)")
+            raise DataError(f"{path}: missing file (expected the QATD-2k layout)", file=str(path))
     try:
         df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
-        raise DataError(f"{path}: cannot be read as a table ({exc})") from None
+        raise DataError(f"{path}: cannot be read as a table ({exc})", file=str(path)) from None
     # Older parquet copies name the tutor column UserId.
     if "TutorId" not in df.columns and "UserId" in df.columns:
         df = df.rename(columns={"UserId": "TutorId"})
     missing = [c for c in required if c not in df.columns]
     if missing:
-        raise DataError(f"{path}: missing column(s) {', '.join(missing)}; found {', '.join(map(str, df.columns))}")
+        raise DataError(f"{path}: missing column(s) {', '.join(missing)}; found {', '.join(map(str, df.columns))}",
+                        file=str(path), column=missing[0])
+    df.attrs["path"] = str(path)
     return df
 
 
@@ -150,7 +170,8 @@ def _as_int(df: pd.DataFrame, column: str, path: str) -> pd.Series:
     bad = values.isna() | (values != values.round())
     if bad.any():
         row = int(bad.to_numpy().nonzero()[0][0])
-        raise DataError(f"{path}: column {column}, row {row + 2}: expected an integer, got {df[column].iloc[row]!r}")
+        raise DataError(f"{path}: column {column}, row {row + 2}: expected an integer, got {df[column].iloc[row]!r}",
+                        file=df.attrs.get("path", path), row=row + 2, column=column)
     return values.astype("int64")
 
 
@@ -187,7 +208,8 @@ def _dialogues(root: Path, rel: str, questions: dict, subjects: dict) -> list[Di
     bad_role = ~df["IsTutor"].isin((0, 1))
     if bad_role.any():
         row = int(bad_role.to_numpy().nonzero()[0][0])
-        raise DataError(f"{rel}: column IsTutor, row {row + 2}: expected 0 or 1, got {df['IsTutor'].iloc[row]}")
+        raise DataError(f"{rel}: column IsTutor, row {row + 2}: expected 0 or 1, got {df['IsTutor'].iloc[row]}",
+                        file=df.attrs.get("path", rel), row=row + 2, column="IsTutor")
     dialogues = []
     # groupby sorts keys ascending and keeps file order inside each group (rules 1 and 3).
     for (qid, iid), group in df.groupby(["QuestionId_DQ", "InterventionId"], sort=True):
@@ -215,197 +237,120 @@ def split_train_val(dialogues: Sequence[Dialogue], seed: int = SPLIT_SEED) -> tu
     return shuffled[:cut], shuffled[cut:]
 
 
-# --------------------------------------------------------------------------- annotations
-
-
-def _literal(cell: Any, where: str) -> Any:
-    if cell is None or (isinstance(cell, float) and math.isnan(cell)):
-        return None
-    text = str(cell).strip()
-    if text in ("", "None", "nan"):
-        return None
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        raise DataError(f"{where}: malformed annotation cell (not a Python literal): {text[:80]!r}") from None
-
-
-def _turn_map(value: Any, where: str, dialogue: Dialogue, role: str) -> dict[int, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise DataError(f"{where}: expected a dict keyed 'turn N', got {type(value).__name__}")
-    out = {}
-    for key, item in value.items():
-        match = _TURN_KEY.match(str(key).strip().lower())
-        if not match:
-            raise DataError(f"{where}: key {key!r} is not of the form 'turn N'")
-        index = int(match.group(1)) - 1
-        if not 0 <= index < len(dialogue.turns):
-            raise DataError(
-                f"{where}: key {key!r} names a turn that does not exist (dialogue {dialogue.id} has {len(dialogue.turns)} turns)"
-            )
-        if dialogue.turns[index].role != role:
-            raise DataError(f"{where}: key {key!r} is a {dialogue.turns[index].role} turn, expected a {role} turn")
-        out[index] = item
-    return out
-
-
-def _label(value: Any, labels: Sequence[str], where: str) -> str | None:
-    if value is None:
-        return None
-    text = str(value).strip()
-    for label in labels:
-        if text.lower() == label.lower():
-            return label
-    raise DataError(f"{where}: {text!r} is not one of {', '.join(labels)}")
-
-
-def _option(value: Any, where: str) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 4:
-        return OPTIONS[value - 1]
-    text = str(value).strip().upper().removeprefix("OPTION ").strip()
-    if text in OPTIONS:
-        return text
-    if text.isdigit() and 1 <= int(text) <= 4:
-        return OPTIONS[int(text) - 1]
-    raise DataError(f"{where}: correct option {value!r} is not 1-4 or A-D")
-
-
-def _question_annotation(value: Any, question: Question, where: str) -> Question:
-    if value is None:
-        return question
-    if not isinstance(value, dict):
-        raise DataError(f"{where}: expected a dict, got {type(value).__name__}")
-    explanations = value.get("option_explanations", value.get("explanations"))
-    if isinstance(explanations, (list, tuple)):
-        explanations = {OPTIONS[i]: str(e) for i, e in enumerate(explanations[:4])}
-    elif isinstance(explanations, dict):
-        explanations = {_option(k, where) or str(k): str(v) for k, v in explanations.items()}
-    elif explanations is not None:
-        raise DataError(f"{where}: option explanations must be a dict or a list")
-    solvable = value.get("solvable")
-    if solvable is not None and not isinstance(solvable, bool):
-        raise DataError(f"{where}: solvable must be True or False, got {solvable!r}")
-    solution = value.get("solution")
-    return Question(
-        text=question.text,
-        correct_option=_option(value.get("correct_option", value.get("correct_answer")), where),  # type: ignore[arg-type]
-        solution=None if solution is None else str(solution),
-        option_explanations=explanations,
-        solvable=solvable,
-    )
-
-
-def _persona(value: Any, where: str) -> Persona | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise DataError(f"{where}: expected a dict of OCEAN traits, got {type(value).__name__}")
-    lowered = {str(k).strip().lower(): v for k, v in value.items()}
-    traits = {}
-    for trait in OCEAN_TRAITS:
-        if trait not in lowered:
-            raise DataError(f"{where}: missing trait {trait!r}")
-        traits[trait] = _label(lowered[trait], ("low", "neutral", "high"), f"{where} ({trait})")
-    return Persona(**traits)
-
-
-def annotate_dialogue(dialogue: Dialogue, row: dict[str, Any], where: str) -> Dialogue:
-    """Attach one annotation row to a dialogue (returns a new Dialogue)."""
-    cells = {c: _literal(row.get(c), f"{where}, column {c}") for c in ANNOTATION_COLUMNS}
-    turns = [Turn(role=t.role, content=t.content) for t in dialogue.turns]
-    for index, act in _turn_map(cells["acts"], f"{where}, column acts", dialogue, "student").items():
-        turns[index].act = _label(act, ACTS, f"{where}, column acts, turn {index + 1}")  # type: ignore[assignment]
-    for index, label in _turn_map(cells["correctness"], f"{where}, column correctness", dialogue, "student").items():
-        turns[index].correctness = _label(label, CORRECTNESS_LABELS, f"{where}, column correctness, turn {index + 1}")  # type: ignore[assignment]
-    for index, kcs in _turn_map(cells["eedi_kcs"], f"{where}, column eedi_kcs", dialogue, "tutor").items():
-        if kcs is None:
-            continue
-        if isinstance(kcs, str):
-            kcs = [kcs]
-        if not isinstance(kcs, (list, tuple)):
-            raise DataError(f"{where}, column eedi_kcs, turn {index + 1}: expected a list of KC names")
-        turns[index].kcs = [str(k) for k in kcs]
-    profile = cells["freeform_persona"]
-    if profile is not None and not isinstance(profile, str):
-        profile = str(profile)
-    return Dialogue(
-        id=dialogue.id,
-        question=_question_annotation(cells["question_annotation"], dialogue.question, f"{where}, column question_annotation"),
-        kcs=dialogue.kcs,
-        persona=_persona(cells["ocean_persona"], f"{where}, column ocean_persona"),
-        profile=profile,
-        turns=turns,
-    )
-
-
-def apply_annotations(dialogues: list[Dialogue], path: Path) -> list[Dialogue]:
-    """Annotate ``dialogues`` from one released annotation CSV (rows in split order or with ``id``)."""
-    if not path.is_file():
-        raise DataError(f"{path}: missing annotation file")
-    try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise DataError(f"{path}: cannot be read as CSV ({exc})") from None
-    missing = [c for c in ANNOTATION_COLUMNS if c not in df.columns]
-    if missing:
-        raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
-    rows = df.to_dict("records")
-    if "id" in df.columns:
-        by_id = {}
-        for n, row in enumerate(rows):
-            by_id[row["id"]] = (n, row)
-        out = []
-        for d in dialogues:
-            if d.id not in by_id:
-                out.append(d)  # not annotated: every annotation is null
-                continue
-            n, row = by_id[d.id]
-            out.append(annotate_dialogue(d, row, f"{path}, row {n + 2}"))
-        return out
-    if len(rows) != len(dialogues):
-        raise DataError(
-            f"{path}: {len(rows)} annotation rows for {len(dialogues)} dialogues; rows must follow the split order "
-            "(or add an 'id' column)"
-        )
-    return [annotate_dialogue(d, row, f"{path}, row {n + 2}") for n, (d, row) in enumerate(zip(dialogues, rows, strict=True))]
-
-
 # --------------------------------------------------------------------------- entry point
 
 
-def load_eedi(
-    source: str | os.PathLike[str] = HUB_DATASET_ID,
-    annotations: str | os.PathLike[str] | None = None,
-    *,
-    revision: str | None = None,
-    seed: int = SPLIT_SEED,
-    drop_unsolvable: bool = True,
-) -> EediCorpus:
-    """Load QATD-2k from a local folder or the Hub and return train/val/test dialogues.
-
-    ``annotations`` is a folder with ``train.csv``, ``val.csv`` and ``test.csv`` in the released
-    annotation format; without it the dialogues carry no labels and nothing is dropped.
-    """
+def _raw_splits(source: str | os.PathLike[str], revision: str | None, seed: int) -> dict[str, list[Dialogue]]:
     root = resolve_source(source, revision)
     questions = _questions(root)
     subjects = _subjects(root)
     train_all = _dialogues(root, DIALOGUE_FILES["train"], questions, subjects)
     test = _dialogues(root, DIALOGUE_FILES["test"], questions, subjects)
     train, val = split_train_val(train_all, seed)
-    splits = {"train": train, "val": val, "test": test}
-    dropped = dict.fromkeys(SPLITS, 0)
+    return {"train": train, "val": val, "test": test}
+
+
+def _read_annotations(
+    annotations: str | os.PathLike[str], annotator: str
+) -> tuple[dict[str, str], dict[str, list[AnnotationRow]]]:
+    """All three annotation files, read and checked (columns, unique keys, within and across files)."""
+    folder = Path(annotations)
+    if not folder.is_dir():
+        raise DataError(f"annotations {annotations}: no such folder", file=str(annotations), field="annotations")
+    files = {split: str(annotation_file(folder, split, annotator)) for split in SPLITS}
+    rows = {split: read_annotation_file(files[split]) for split in SPLITS}
+    first: dict[tuple[int, int], AnnotationRow] = {}
+    for split in SPLITS:
+        for row in rows[split]:
+            if row.key in first:
+                other = first[row.key]
+                raise row.error("key", f"key {row.key} is also in {other.file}, row {other.row}: a dialogue "
+                                       "belongs to one split")
+            first[row.key] = row
+    return files, rows
+
+
+def _match_raw(
+    splits: dict[str, list[Dialogue]], rows: dict[str, list[AnnotationRow]]
+) -> dict[str, dict[str, AnnotationRow]]:
+    """Match annotation rows to raw dialogues by key; the split of the raw data must be the file's."""
+    where = {d.id: (split, d) for split in SPLITS for d in splits[split]}
+    matched: dict[str, dict[str, AnnotationRow]] = {split: {} for split in SPLITS}
+    for split in SPLITS:
+        for row in rows[split]:
+            if row.dialogue_id not in where:
+                raise row.error("key", f"key {row.key} is not a dialogue of the raw data")
+            raw_split, dialogue = where[row.dialogue_id]
+            if raw_split != split:
+                raise row.error(
+                    "key", f"key {row.key} is in the {raw_split} split of the raw data, not in {split} (was the "
+                           "split made with another seed?)"
+                )
+            check_turns(row, dialogue)
+            matched[split][dialogue.id] = row
+    return matched
+
+
+def load_eedi(
+    source: str | os.PathLike[str] | None = None,
+    annotations: str | os.PathLike[str] | None = None,
+    *,
+    annotator: str = DEFAULT_ANNOTATOR,
+    revision: str | None = None,
+    seed: int = SPLIT_SEED,
+    drop_unsolvable: bool = True,
+) -> EediCorpus:
+    """Load QATD-2k as train/val/test dialogues, from the raw files, the released annotations, or both.
+
+    ``source`` is a folder with the raw QATD-2k files or a Hub dataset id (:data:`HUB_DATASET_ID`);
+    ``annotations`` is a folder with ``{split}_{annotator}.csv`` (or ``{split}.csv``) in the released
+    layout. With both, every annotation row must name a dialogue of the same split of the raw data
+    and carry exactly its turns. With annotations alone the files are the dataset and each file is
+    its split. With ``drop_unsolvable`` (and annotations), only dialogues whose question annotation
+    exists and says solvable are kept. Everything is checked before anything is returned.
+    """
+    if source is None and annotations is None:
+        raise ConfigError("source: give the raw QATD-2k files, the annotation files, or both", field="source")
+    files: dict[str, str] = {}
+    rows: dict[str, list[AnnotationRow]] | None = None
     if annotations is not None:
-        ann_root = Path(annotations)
-        if not ann_root.is_dir():
-            raise DataError(f"--annotations {annotations}: no such folder")
-        for name in SPLITS:
-            splits[name] = apply_annotations(splits[name], ann_root / f"{name}.csv")
-            if drop_unsolvable:
-                kept = [d for d in splits[name] if d.question.solvable is not False]
-                dropped[name] = len(splits[name]) - len(kept)
-                splits[name] = kept
-    return EediCorpus(splits=splits, dropped_unsolvable=dropped)
+        files, rows = _read_annotations(annotations, annotator)
+    matched: dict[str, dict[str, AnnotationRow]] | None = None
+    if source is not None:
+        splits = _raw_splits(source, revision, seed)
+        if rows is not None:
+            matched = _match_raw(splits, rows)
+    else:
+        assert rows is not None  # one of the two is given
+        splits = {split: [row_dialogue(row) for row in rows[split]] for split in SPLITS}
+        matched = {split: {row.dialogue_id: row for row in rows[split]} for split in SPLITS}
+    corpus = EediCorpus(
+        splits=splits,
+        dropped_unsolvable=dict.fromkeys(SPLITS, 0),
+        dropped_unannotated=dict.fromkeys(SPLITS, 0),
+        failed_labels={split: dict.fromkeys(LABELS, 0) for split in SPLITS},
+        annotation_files=files,
+    )
+    if matched is None:
+        return corpus
+    for split in SPLITS:
+        kept = []
+        for dialogue in splits[split]:
+            row = matched[split].get(dialogue.id)
+            if row is None:  # no row: nothing is known about it, not even its question
+                if drop_unsolvable:
+                    corpus.dropped_unannotated[split] += 1
+                else:
+                    kept.append(dialogue)
+                continue
+            dialogue = annotate(dialogue, row)
+            for label in dialogue.failed_labels:
+                corpus.failed_labels[split][label] += 1
+            if drop_unsolvable and "question" in dialogue.failed_labels:
+                corpus.dropped_unannotated[split] += 1
+            elif drop_unsolvable and not dialogue.question.solvable:
+                corpus.dropped_unsolvable[split] += 1
+            else:
+                kept.append(dialogue)
+        splits[split] = kept
+    return corpus

@@ -1,34 +1,50 @@
 """``acts``: does the simulated turn carry the same dialogue act as the real one?
 
 The act classifier is a causal LM fine-tuned to answer with the act label. Instead of free
-generation, each of the five labels (plus the end-of-turn token) is scored as a continuation
-and the most likely wins, so the prediction is always one of the labels.
+generation, each of the five labels (plus the end-of-turn token) is scored as a continuation and
+the most likely wins, so the prediction is always one of the labels. The labels of one prompt
+share its encoding (prefix packing in the model layer).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
-from simhub.backends.hf import LogprobModel, ModelRef, load_causal_lm
+from simhub.config import ModelRef
+from simhub.metrics.base import Metric, MetricResult, Output, ScoreItem
+from simhub.models import LanguageModel, load_lm
 from simhub.prompts import act_messages
-from simhub.schema import ACTS, Dialogue, Turn
+from simhub.schema import ACTS
+
+NO_LABEL = "real turn has no act label"
 
 
-class ActClassifier:
-    def __init__(self, ref: ModelRef | str, device: str | None = None, batch_size: int = 16, backend: str = "transformers"):
-        self.lm: LogprobModel = load_causal_lm(ref, device=device, batch_size=batch_size, backend=backend)
-        self.label_ids = [[*self.lm.text_ids(label), self.lm.eot_id] for label in ACTS]
+class Acts(Metric):
+    outputs = (Output("acts", "1 if the simulated turn's dialogue act equals the real turn's act",
+                      f"{NO_LABEL} (a failed annotation)", binary=True),)
+    config_key = "acts"
+    config: ModelRef
 
-    def predict(self, items: Sequence[tuple[Dialogue, list[Turn], str]]) -> tuple[list[str], np.ndarray]:
-        """Predicted act per ``(dialogue, history, student_text)`` and the label log-probabilities."""
+    def load(self) -> LanguageModel:
+        return load_lm(self.config.plain(), self.context.load)
+
+    def skip(self, item: ScoreItem) -> dict[str, str]:
+        return {"acts": NO_LABEL} if item.real.act is None else {}
+
+    def predict(self, items: Sequence[tuple[list, str, object]]) -> list[str]:
+        """The predicted act of each ``(history, student text, dialogue)``."""
+        lm = self.load()
         if not items:
-            return [], np.zeros((0, len(ACTS)))
-        prompts = [self.lm.chat_ids(act_messages(history, text, dialogue)) for dialogue, history, text in items]
-        best, scores = self.lm.choose(prompts, self.label_ids)
-        return [ACTS[i] for i in best], scores
+            return []
+        labels = [[*lm.text_ids(label), lm.eot_id] for label in ACTS]
+        prompts = [lm.chat_ids(act_messages(history, text, dialogue)) for history, text, dialogue in items]
+        best, _ = lm.choose(prompts, labels)
+        return [ACTS[i] for i in best]
 
+    def score(self, items: Sequence[ScoreItem]) -> list[MetricResult]:
+        predicted = self.predict([(it.history, it.candidate, it.dialogue) for it in items])
+        return [MetricResult({"acts": float(act == it.real.act)}, details={"predicted": act, "real": it.real.act})
+                for it, act in zip(items, predicted, strict=True)]
 
-def act_agreement(real: str | None, predicted: str) -> float | None:
-    return None if real is None else float(real == predicted)
+    def prompt(self, item: ScoreItem) -> str:
+        return self.load().chat_text(act_messages(item.history, item.candidate, item.dialogue))

@@ -1,213 +1,151 @@
 """``correctness`` and ``errors``: one judge call per turn gives both (SPEC §3).
 
 The judge answers ``correct``, ``incorrect`` or ``na``, adding ``same error`` or
-``different error`` when both turns are incorrect. Scoring follows the reference exactly:
+``different error`` when both turns are incorrect. Scoring follows the reference's table:
 
 * real ``correct``: correctness 1 iff the answer is exactly ``correct``; errors null;
 * real ``incorrect``: correctness 1 iff the answer contains ``incorrect``; errors 1 iff it
   contains ``same error``;
-* real ``na`` (or missing): both null.
+* real ``na`` (or no label, a failed annotation): both null.
 
-Two judges: :class:`OpenAIJudge` for any OpenAI-compatible endpoint (retries, concurrency
-limit, on-disk cache) and :class:`LocalJudge`, a local causal LM that picks the most likely
-of the allowed answers (so its output always parses).
+Answers are lower-cased and stripped first (after any ``</think>`` block of a reasoning model); an
+answer that matches nothing scores 0, with the raw answer kept in the details. A request that
+fails after its retries is null, with its cause.
+
+Two judges: an OpenAI-compatible chat model (the paper: GPT-5 mini at low reasoning effort) and a
+local causal LM that picks the most likely of the allowed answers (so its output always parses).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import random
-import threading
-import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Protocol
 
-from simhub.backends.hf import ModelRef, load_causal_lm
-from simhub.errors import ConfigError, SimhubError, require
+from simhub.config import JudgeConfig, cache_dir
+from simhub.metrics.base import Metric, MetricResult, Output, ScoreItem
+from simhub.models import load_lm
 from simhub.prompts import judge_messages
-from simhub.schema import Dialogue, Turn, atomic_write_bytes
 
 #: Answers a local judge chooses between.
 JUDGE_OPTIONS: tuple[str, ...] = ("correct", "incorrect, same error", "incorrect, different error", "na")
-
-
-@dataclass
-class JudgeRequest:
-    dialogue: Dialogue
-    history: list[Turn]
-    real_text: str
-    real_label: str
-    candidate: str
-
-    def messages(self) -> list[dict]:
-        return judge_messages(self.dialogue, self.history, self.real_text, self.real_label, self.candidate)
+#: The paper's judge: GPT-5 mini at low reasoning effort, up to 15,000 completion tokens.
+PAPER_JUDGE_MODEL = "gpt-5-mini-2025-08-07"
+REAL_NA = "real turn is na"
+NO_LABEL = "real turn has no correctness label (a failed annotation)"
+NOT_INCORRECT = "real turn is not incorrect"
 
 
 @dataclass
 class Verdict:
     correctness: float | None
     errors: float | None
-    raw: str | None
+    #: The candidate's correctness as the judge sees it: correct / incorrect / na, or None when the
+    #: answer matches none of them.
+    label: str | None
     reasons: dict[str, str] = field(default_factory=dict)
 
 
-def parse_verdict(answer: str | None, real_label: str | None) -> Verdict:
-    """Apply the reference scoring rules to a judge answer."""
-    if real_label not in ("correct", "incorrect"):
-        reason = "real turn has no correctness label" if real_label is None else "real turn is na"
-        return Verdict(None, None, answer, {"correctness": reason, "errors": reason})
-    if answer is None:
-        return Verdict(None, None, None, {"correctness": "judge gave no answer", "errors": "judge gave no answer"})
-    text = answer.strip().lower()
-    if not any(word in text for word in ("correct", "na")):
-        reason = "judge answer unparseable"
-        return Verdict(None, None, answer, {"correctness": reason, "errors": reason})
+def final_answer(raw: str) -> str:
+    """The verdict part of a judge answer: after a reasoning block, stripped and lower-cased."""
+    text = raw
+    for marker in ("</think>", "assistantfinal"):
+        if marker in text:
+            text = text.split(marker)[-1]
+            break
+    return text.strip().lower()
+
+
+def parse_verdict(answer: str, real_label: str) -> Verdict:
+    """Apply the reference's scoring table to a judge answer for a real ``correct``/``incorrect`` turn."""
+    text = final_answer(answer)
+    label = "correct" if text == "correct" else "incorrect" if "incorrect" in text else "na" if text == "na" else None
     if real_label == "correct":
-        return Verdict(float(text == "correct"), None, answer, {"errors": "real turn is not incorrect"})
-    return Verdict(float("incorrect" in text), float("same error" in text), answer)
+        return Verdict(float(text == "correct"), None, label, {"errors": NOT_INCORRECT})
+    return Verdict(float("incorrect" in text), float("same error" in text), label)
 
 
-class Judge(Protocol):
-    def answer(self, requests: Sequence[JudgeRequest]) -> list[str | None]:
-        """Raw judge answers, one per request (None when the judge could not answer)."""
-        ...
+def skip_reasons(real_label: str | None) -> dict[str, str]:
+    if real_label is None:
+        return {"correctness": NO_LABEL, "errors": NO_LABEL}
+    if real_label == "na":
+        return {"correctness": REAL_NA, "errors": REAL_NA}
+    return {}
 
 
-class LocalJudge:
-    """A local causal LM as judge: scores each allowed answer and returns the most likely."""
+class Judge(Metric):
+    outputs = (
+        Output("correctness", "agreement of the simulated turn's correctness with the real label",
+               f"{REAL_NA}; {NO_LABEL}; the judge request failed", binary=True),
+        Output("errors", "1 if both turns are incorrect with the same error",
+               f"{NOT_INCORRECT}; {NO_LABEL}; the judge request failed", binary=True),
+    )
+    config_key = "judge"
+    config: JudgeConfig
 
-    def __init__(self, ref: ModelRef | str, device: str | None = None, batch_size: int = 16, backend: str = "transformers"):
-        self.lm = load_causal_lm(ref, device=device, batch_size=batch_size, backend=backend)
-        self.option_ids = [[*self.lm.text_ids(o), self.lm.eot_id] for o in JUDGE_OPTIONS]
+    def __init__(self, config: JudgeConfig, context):
+        super().__init__(config, context)
+        self._client = None
 
-    def answer(self, requests: Sequence[JudgeRequest]) -> list[str | None]:
-        if not requests:
-            return []
-        prompts = [self.lm.chat_ids(r.messages()) for r in requests]
-        best, _ = self.lm.choose(prompts, self.option_ids)
-        return [JUDGE_OPTIONS[i] for i in best]
+    # ------------------------------------------------------------------ backends
 
+    def load(self):
+        if self.config.kind == "local":
+            return load_lm(self.config.plain(), self.context.load)
+        if self._client is None:
+            from simhub.models.endpoints import client_for
 
-# --------------------------------------------------------------------------- OpenAI-compatible
+            self._client = client_for(self.config.endpoint, self.config.model, kind="judge",
+                                      default_key_env="SIMHUB_JUDGE_API_KEY", default_cache=cache_dir("judge"))
+        return self._client
 
+    def payload(self, messages: list[dict]) -> dict:
+        from simhub.models.endpoints import chat_payload, is_reasoning_model
 
-def build_chat_payload(model: str, messages: list[dict], temperature: float = 0.0, max_tokens: int = 4000) -> dict:
-    """The JSON body of a chat-completions request (pure, so tests check it exactly)."""
-    return {"model": model, "messages": messages, "temperature": temperature, "max_tokens": max_tokens}
+        reasoning = is_reasoning_model(self.config.model)
+        return chat_payload(
+            self.config.model, messages,
+            temperature=self.config.temperature if self.config.temperature is not None else (None if reasoning else 0.0),
+            reasoning_effort=self.config.reasoning_effort or ("low" if reasoning else None),
+            max_tokens=self.config.max_completion_tokens or (15_000 if reasoning else 4_000),
+        )
 
+    def answers(self, messages: list[list[dict]]) -> list[tuple[str | None, str | None]]:
+        """``(answer, failure cause)`` per prompt."""
+        if self.config.kind == "local":
+            lm = self.load()
+            options = [[*lm.text_ids(o), lm.eot_id] for o in JUDGE_OPTIONS]
+            best, _ = lm.choose([lm.chat_ids(m) for m in messages], options)
+            return [(JUDGE_OPTIONS[i], None) for i in best]
+        from simhub.models.endpoints import send
 
-def parse_chat_completion(body: dict) -> str:
-    """The assistant text of a chat-completions response; raises ValueError on an unexpected shape."""
-    try:
-        content = body["choices"][0]["message"]["content"]
-    except (KeyError, IndexError, TypeError):
-        raise ValueError("response has no choices[0].message.content") from None
-    if not isinstance(content, str):
-        raise ValueError("choices[0].message.content is not a string")
-    return content
+        results = send(self.load(), [self.payload(m) for m in messages], batch=self.config.endpoint.batch_api,
+                       progress=len(messages) > 32, desc="judge")
+        return [(r.text or "", None) if r.ok else (None, r.cause) for r in results]
 
+    # ------------------------------------------------------------------ metric
 
-class JudgeAPIError(SimhubError):
-    """The judge endpoint failed after all retries (the message never includes the API key)."""
+    def skip(self, item: ScoreItem) -> dict[str, str]:
+        return skip_reasons(item.real.correctness)
 
+    def messages(self, item: ScoreItem) -> list[dict]:
+        real = item.real
+        return judge_messages(item.dialogue, item.history, real.content, real.correctness or "na", item.candidate)
 
-class OpenAIJudge:
-    """Any OpenAI-compatible chat endpoint as judge.
-
-    The key is read from the environment variable ``api_key_env`` and is never logged or cached.
-    Responses are cached on disk by a hash of the request body, so a rerun costs nothing.
-    """
-
-    RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
-
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        api_key_env: str = "SIMHUB_JUDGE_API_KEY",
-        *,
-        temperature: float = 0.0,
-        max_tokens: int = 4000,
-        timeout: float = 60.0,
-        max_retries: int = 5,
-        backoff: float = 1.0,
-        concurrency: int = 8,
-        cache_dir: str | os.PathLike[str] | None = None,
-    ):
-        self.httpx = require("httpx", "metrics")
-        self.base_url = base_url.rstrip("/")
-        self.model = model
-        self.api_key_env = api_key_env
-        self.temperature, self.max_tokens = temperature, max_tokens
-        self.timeout, self.max_retries, self.backoff = timeout, max_retries, backoff
-        self.concurrency = max(1, concurrency)
-        self.cache_dir = Path(cache_dir) if cache_dir else None
-        self._client = self.httpx.Client(timeout=timeout)
-        self._lock = threading.Lock()
-
-    def _headers(self) -> dict[str, str]:
-        key = os.environ.get(self.api_key_env) or os.environ.get("OPENAI_API_KEY")
-        return {"Authorization": f"Bearer {key}"} if key else {}
-
-    def _cache_path(self, payload: dict) -> Path | None:
-        if self.cache_dir is None:
-            return None
-        digest = hashlib.sha256(json.dumps({"url": self.base_url, **payload}, sort_keys=True).encode()).hexdigest()
-        return self.cache_dir / digest[:2] / f"{digest}.json"
-
-    def _post(self, payload: dict) -> str:
-        cache = self._cache_path(payload)
-        if cache is not None and cache.is_file():
-            return json.loads(cache.read_text())["answer"]
-        url = f"{self.base_url}/chat/completions"
-        last = "no attempt"
-        for attempt in range(self.max_retries + 1):
-            try:
-                resp = self._client.post(url, json=payload, headers=self._headers())
-            except self.httpx.HTTPError as exc:
-                last = type(exc).__name__
+    def score(self, items: Sequence[ScoreItem]) -> list[MetricResult]:
+        out = []
+        for item, (answer, cause) in zip(items, self.answers([self.messages(it) for it in items]), strict=True):
+            if answer is None:
+                result = MetricResult.null(["correctness", "errors"], f"judge request failed: {cause}")
+                result.details = {"error": cause, "real_label": item.real.correctness}
             else:
-                if resp.status_code == 200:
-                    answer = parse_chat_completion(resp.json())
-                    if cache is not None:
-                        atomic_write_bytes(cache, json.dumps({"answer": answer}).encode())
-                    return answer
-                last = f"HTTP {resp.status_code}"
-                if resp.status_code not in self.RETRY_STATUS:
-                    break
-            if attempt < self.max_retries:
-                time.sleep(self.backoff * (2**attempt) * (0.5 + random.random() / 2))
-        raise JudgeAPIError(f"judge endpoint {self.base_url} failed after {attempt + 1} attempt(s): {last}")
+                v = parse_verdict(answer, item.real.correctness or "na")
+                result = MetricResult({"correctness": v.correctness, "errors": v.errors}, v.reasons,
+                                      {"answer": answer, "real_label": item.real.correctness, "verdict": v.label})
+            out.append(result)
+        return out
 
-    def answer(self, requests: Sequence[JudgeRequest]) -> list[str | None]:
-        payloads = [build_chat_payload(self.model, r.messages(), self.temperature, self.max_tokens) for r in requests]
-
-        def one(payload: dict) -> str | None:
-            try:
-                return self._post(payload)
-            except (JudgeAPIError, ValueError):
-                return None
-
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            return list(pool.map(one, payloads))
-
-
-def make_judge(config: dict, device: str | None = None, batch_size: int = 16, backend: str = "transformers") -> Judge:
-    """Build a judge from a profile section: ``{kind: local, model: ...}`` or ``{kind: openai, ...}``."""
-    kind = config.get("kind", "local")
-    if kind == "local":
-        if "model" not in config:
-            raise ConfigError("judge.model: required for a local judge")
-        return LocalJudge(ModelRef(config["model"], config.get("adapter"), config.get("revision")), device, batch_size, backend)
-    if kind == "openai":
-        missing = [k for k in ("base_url", "model") if k not in config]
-        if missing:
-            raise ConfigError(f"judge.{missing[0]}: required for an openai judge")
-        options = {k: v for k, v in config.items() if k not in ("kind", "base_url", "model")}
-        return OpenAIJudge(config["base_url"], config["model"], **options)
-    raise ConfigError(f"judge.kind: unknown judge kind {kind!r}; use 'local' or 'openai'")
+    def prompt(self, item: ScoreItem) -> str:
+        messages = self.messages(item)
+        if self.config.kind == "local":
+            return self.load().chat_text(messages)
+        return "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)

@@ -45,9 +45,11 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from simhub.backends.hf import CausalLM, ModelRef, load_causal_lm
-from simhub.backends.packing import PackedPrompt, collate_packed
-from simhub.errors import ConfigError, require
+from simhub.config import KnowledgeConfig
+from simhub.errors import ConfigError
+from simhub.metrics.base import Metric, MetricResult, Output, ScoreItem
+from simhub.models import LanguageModel, load_lm
+from simhub.models.packing import PackedPrompt, collate_packed
 from simhub.prompts import kt_context, kt_question
 from simhub.schema import Dialogue, Turn, atomic_write_bytes
 
@@ -56,6 +58,7 @@ __all__ = [
     "NUM_BINS",
     "QUANTILES",
     "KTPrompt",
+    "Knowledge",
     "KnowledgeDeltas",
     "KnowledgeTracer",
     "NoDelta",
@@ -70,6 +73,7 @@ __all__ = [
     "quantile_cutoffs",
     "quantize",
     "save_cutoffs",
+    "scores_from_details",
     "similarity",
     "true_false_ids",
 ]
@@ -223,11 +227,10 @@ def load_cutoffs(path: str | os.PathLike[str]) -> np.ndarray:
     return _check_cutoffs(record["cutoffs"], str(path))
 
 
-# ---------------------------------------------------------------------------------- packing
+# ---------------------------------------------------------------------------------- prompts and tracer
 
 #: A packed LLMKT prompt: the shared context, then one question segment per KC.
 KTPrompt = PackedPrompt
-
 
 
 def true_false_ids(tokenizer) -> tuple[int, int]:
@@ -239,20 +242,19 @@ def true_false_ids(tokenizer) -> tuple[int, int]:
         # every mastery exactly 0.5; fail loudly instead of reporting a meaningless metric.
         raise ConfigError(
             f"knowledge tracer: the tokenizer does not tell {TRUE_TEXT!r} from {FALSE_TEXT!r} by their "
-            f"first token (ids {t} and {f})"
+            f"first token (ids {t} and {f})", field="knowledge.model"
         )
     return t[0], f[0]
 
 
-def build_kt_prompt(
-    tokenizer, dialogue: Dialogue, history: list[Turn], kcs: list[str], persona: bool = True
-) -> KTPrompt:
-    """Token ids of the packed prompt for ``kcs`` after ``history`` (plain text, BOS first).
+def build_kt_prompt(tokenizer, dialogue: Dialogue, history: list[Turn], kcs: list[str], persona: str = "ocean") -> KTPrompt:
+    """Token ids of the packed prompt asking about ``kcs`` after ``history`` (plain text, BOS first).
 
-    Context and questions are tokenised separately so that every KC segment has the same ids
-    however many KCs are packed; a joint encoding could merge across the boundary.
+    The context lists all of the dialogue's KCs whatever ``kcs`` asks about (training asks about a
+    turn's labelled KCs, evaluation about all). Context and questions are tokenised separately so
+    that every KC segment has the same ids however many KCs are packed.
     """
-    context = tokenizer.encode(kt_context(dialogue, history, kcs, persona=persona), add_special_tokens=False)
+    context = tokenizer.encode(kt_context(dialogue, history, persona=persona), add_special_tokens=False)
     if tokenizer.bos_token_id is not None:
         context = [tokenizer.bos_token_id, *context]
     ids = list(context)
@@ -264,42 +266,25 @@ def build_kt_prompt(
     return KTPrompt(input_ids=ids, context_len=len(context), segments=segments)
 
 
-# ---------------------------------------------------------------------------------- tracer
-
-
 MasteryRequest = tuple[Dialogue, list[Turn], list[str]]
 
 
 class KnowledgeTracer:
     """An LLMKT model: KC mastery probabilities of a student after a dialogue history.
 
-    Args:
-        ref: the KT model (folder, Hub id or :class:`ModelRef`; a LoRA adapter is merged on load).
-        device, dtype, batch_size: passed to :func:`load_causal_lm` (cached per process).
-        persona: include the OCEAN persona in the prompt (the paper's KT model is trained with it).
+    Each KC question is its own sequence (context + question) read with
+    :meth:`~simhub.models.LanguageModel.next_token_logprobs`; the transformers backend packs them
+    as prefix trees, so the shared context is encoded once (a 4-D mask, positions restarting after
+    the context), exactly the layout training uses.
     """
 
-    def __init__(
-        self,
-        ref: ModelRef | str,
-        device: str | None = None,
-        dtype: str | None = None,
-        batch_size: int = 8,
-        persona: bool = True,
-    ):
-        self.lm: CausalLM = load_causal_lm(ref, device=device, dtype=dtype, batch_size=batch_size)
-        self.persona = persona
-        attn = getattr(self.lm.model.config, "_attn_implementation", None) or ""
-        if attn.startswith("flash"):
+    def __init__(self, lm: LanguageModel, persona: str = "ocean"):
+        self.lm, self.persona = lm, persona
+        if getattr(lm, "can_pack", True) is False:
             # Flash kernels take no arbitrary mask; packing would silently let KCs see each other.
-            raise ConfigError(
-                f"knowledge tracer: attention implementation {attn!r} cannot take a 4-D mask; use sdpa or eager"
-            )
-        self.true_id, self.false_id = true_false_ids(self.lm.tokenizer)
-
-    @property
-    def batch_size(self) -> int:
-        return self.lm.batch_size
+            raise ConfigError("knowledge tracer: the model's attention implementation cannot take a 4-D mask; "
+                              "use sdpa or eager", field="knowledge.model")
+        self.true_id, self.false_id = true_false_ids(lm.tokenizer)
 
     def prompt(self, dialogue: Dialogue, history: list[Turn], kcs: list[str]) -> KTPrompt:
         return build_kt_prompt(self.lm.tokenizer, dialogue, history, kcs, persona=self.persona)
@@ -309,18 +294,13 @@ class KnowledgeTracer:
         return self.mastery_batch([(dialogue, history_turns, kcs)])[0]
 
     def mastery_batch(self, requests: Sequence[MasteryRequest]) -> list[np.ndarray]:
-        """:meth:`mastery` for many ``(dialogue, history_turns, kcs)`` requests.
-
-        Requests that render to the same prompt are run once (the scorer asks for ``z_prev`` of
-        one turn and ``z_i`` of the previous one, which are the same prompt), and the rest run
-        longest first in batches of ``batch_size`` so padding stays small.
-        """
+        """:meth:`mastery` for many ``(dialogue, history_turns, kcs)`` requests; requests that render
+        to the same prompt (``z_prev`` of one turn is ``z_i`` of the previous one) run once."""
         unique: dict[tuple[int, ...], int] = {}
         prompts: list[KTPrompt] = []
         slot_of: list[int] = []
         for dialogue, history, kcs in requests:
             prompt = self.prompt(dialogue, list(history), list(kcs))
-            # Segments are part of the key: the same ids could in principle split into KCs differently.
             key = (*prompt.input_ids, -1, *(s for span in prompt.segments for s in span))
             if key not in unique:
                 unique[key] = len(prompts)
@@ -330,25 +310,17 @@ class KnowledgeTracer:
         return [results[s].copy() for s in slot_of]
 
     def _run(self, prompts: list[KTPrompt]) -> list[np.ndarray]:
-        """P(True) per KC segment. Each KC question is its own sequence (context + question); the
-        backend packs sequences as prefix trees, so the context, and the history that requests of one
-        dialogue share, is encoded once, exactly as the packed KTPrompt layout describes."""
-        torch = require("torch", "metrics")
         seqs, owners = [], []
         for i, p in enumerate(prompts):
             context = p.input_ids[: p.context_len]
             for start, end in p.segments:
                 seqs.append(context + p.input_ids[start:end])
                 owners.append(i)
-        hidden = self.lm.hidden_at(seqs, [[len(s) - 1] for s in seqs])
         out: list[list[float]] = [[] for _ in prompts]
         if seqs:
-            answer_ids = torch.tensor([self.true_id, self.false_id], device=self.lm.device)
-            with torch.inference_mode():
-                stacked = torch.cat(hidden, dim=0)
-                # Only the readout positions go through the LM head, and only two logits matter.
-                logits = self.lm.model.lm_head(stacked).float()[:, answer_ids]
-                p_true = torch.softmax(logits, dim=-1)[:, 0].double().cpu().numpy()
+            logp = self.lm.next_token_logprobs(seqs, [self.true_id, self.false_id])
+            # Softmax over the two answers (the full-vocabulary normalisation cancels out).
+            p_true = 1.0 / (1.0 + np.exp(logp[:, 1] - logp[:, 0]))
             for owner, value in zip(owners, p_true, strict=True):
                 out[owner].append(float(value))
         return [np.asarray(v, dtype=np.float64) for v in out]
@@ -491,3 +463,118 @@ def knowledge_scores(
         "cutoffs": _floats(cut),
     }
     return per_item, summary
+
+
+def scores_from_details(details: Sequence[dict | None], cutoffs: np.ndarray | Sequence[float] | None = None
+                        ) -> tuple[list[float | None], dict]:
+    """Re-score items from their stored ``details`` (``real_deltas``/``sim_deltas``) without the model.
+
+    With ``cutoffs`` None they come from the given items' own real deltas, as in the paper; the
+    evaluation's bootstrap calls this on each resample so the cutoffs are recomputed inside it.
+    """
+    deltas: list[DeltaResult] = []
+    for d in details:
+        if not d or d.get("real_deltas") is None:
+            deltas.append(NoDelta(FIRST_TURN_REASON))
+        else:
+            real = np.asarray(d["real_deltas"], dtype=np.float64)
+            sim = np.asarray(d["sim_deltas"], dtype=np.float64)
+            zero = np.zeros_like(real)
+            deltas.append(KnowledgeDeltas(kcs=list(d.get("kcs") or []), z_prev=zero, z_real=real, z_sim=sim))
+    if not any(isinstance(d, KnowledgeDeltas) for d in deltas):
+        return [None] * len(deltas), {"qwk": None, "cutoffs": None}
+    cut = paper_cutoffs(deltas) if cutoffs is None else np.asarray(cutoffs, dtype=np.float64)
+    per_item, summary = knowledge_scores(deltas, cut)
+    return [p["score"] for p in per_item], summary
+
+
+# ---------------------------------------------------------------------------------- the metric
+
+
+class Knowledge(Metric):
+    """``knowledge``: knowledge-acquisition similarity, binned with cutoffs from the scored set
+    (paper) or shipped with the model (one turn at a time); see the module docstring."""
+
+    outputs = (Output("knowledge", "similarity of knowledge-acquisition quantiles from a KT model", FIRST_TURN_REASON),)
+    config_key = "knowledge"
+    config: KnowledgeConfig
+
+    def __init__(self, config: KnowledgeConfig, context):
+        super().__init__(config, context)
+        self._tracer: KnowledgeTracer | None = None
+        self._stored: np.ndarray | None = None
+
+    @property
+    def cutoff_source(self) -> str:
+        """``paper``, ``model`` or a path: the cutoffs that apply in this context's mode."""
+        return self.config.eval_cutoffs if self.context.mode == "benchmark" else self.config.cutoffs
+
+    @property
+    def set_dependent(self) -> bool:
+        return self.cutoff_source == "paper"
+
+    def load(self) -> KnowledgeTracer:
+        if self._tracer is None:
+            self._tracer = KnowledgeTracer(load_lm(self.config.plain(), self.context.load), persona=self.config.persona)
+        return self._tracer
+
+    def stored_cutoffs(self) -> np.ndarray:
+        """The stored cutoffs (``model``: ``kt_cutoffs.json`` of the KT model; else a path), read once."""
+        if self._stored is None:
+            self._stored = load_cutoffs(cutoffs_path(self.config, self.cutoff_source))
+        return self._stored
+
+    def skip(self, item: ScoreItem) -> dict[str, str]:
+        earlier = any(t.role == "student" for t in item.dialogue.turns[: item.turn_index])
+        return {} if earlier else {"knowledge": FIRST_TURN_REASON}
+
+    def score(self, items: Sequence[ScoreItem]) -> list[MetricResult]:
+        deltas = knowledge_deltas(self.load(), [(it.dialogue, it.turn_index, it.candidate) for it in items])
+        out = []
+        for d in deltas:
+            if isinstance(d, NoDelta):
+                out.append(MetricResult.null(["knowledge"], d.reason))
+            else:
+                # The value needs the cutoffs of the whole set: finalize() fills it in.
+                out.append(MetricResult({"knowledge": None}, details={
+                    "kcs": list(d.kcs), "real_deltas": _floats(d.real), "sim_deltas": _floats(d.sim)}))
+        return out
+
+    def finalize(self, items: Sequence[ScoreItem], results: list[MetricResult]) -> dict[str, dict]:
+        pending = [r for r in results if "real_deltas" in r.details]
+        source = self.cutoff_source
+        if not pending:
+            return {"knowledge": {"qwk": None, "cutoffs": None, "cutoff_source": source}}
+        cutoffs = None if source == "paper" else self.stored_cutoffs()
+        values, summary = scores_from_details([r.details for r in pending], cutoffs)
+        cut = np.asarray(summary["cutoffs"], dtype=np.float64)
+        for r, v in zip(pending, values, strict=True):
+            r.values["knowledge"] = v
+            r.details["real_quantiles"] = [int(q) for q in quantize(r.details["real_deltas"], cut)]
+            r.details["sim_quantiles"] = [int(q) for q in quantize(r.details["sim_deltas"], cut)]
+        return {"knowledge": {"qwk": summary["qwk"], "cutoffs": summary["cutoffs"], "cutoff_source": source}}
+
+    def prompt(self, item: ScoreItem) -> str:
+        tracer = self.load()
+        history = [*item.history, msgspec.structs.replace(item.real, content=item.candidate)]
+        p = tracer.prompt(item.dialogue, history, item.dialogue.all_kcs)
+        return tracer.lm.tokenizer.decode(p.input_ids[: p.context_len]) + "\n".join(
+            tracer.lm.tokenizer.decode(p.input_ids[a:b]) for a, b in p.segments)
+
+
+def cutoffs_path(config: KnowledgeConfig, source: str) -> Path:
+    """Where stored cutoffs live: ``model`` = ``kt_cutoffs.json`` beside the KT model (a folder, or
+    downloaded from its Hub repo), else ``source`` is the file itself."""
+    if source != "model":
+        return Path(source)
+    repo = config.adapter or config.model
+    revision = config.adapter_revision if config.adapter else config.revision
+    if Path(repo).is_dir():
+        return Path(repo) / KT_CUTOFFS_FILE
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return Path(hf_hub_download(repo, KT_CUTOFFS_FILE, revision=revision))
+    except Exception as exc:  # not published with the model, offline
+        raise ConfigError(f"knowledge.cutoffs: {KT_CUTOFFS_FILE} not found for {repo!r} ({type(exc).__name__}); "
+                          "compute it with simhub kt-cutoffs or use paper cutoffs", field="knowledge.cutoffs") from None

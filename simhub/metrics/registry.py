@@ -1,52 +1,110 @@
-"""The seven realism metrics and their metadata (SPEC §3): one registry the CLI, the service,
-the DPO reward and the evaluate module all read."""
+"""The metric registry: one line per metric, ``name -> "module:Class"``, imported when first needed.
+
+The CLI, the service, the DPO reward and the ``evaluate`` module all read it. A plugin adds a
+metric with :func:`register_metric` (or the ``simhub.metrics`` entry-point group) and it shows up
+in ``simhub score``, ``POST /score`` and ``evaluate`` like the built-in ones.
+"""
 
 from __future__ import annotations
 
-import difflib
-from dataclasses import dataclass
+import importlib
+import threading
+from importlib.metadata import entry_points
 
-from simhub.errors import ConfigError
+from simhub.errors import ConfigError, UnknownNameError
+from simhub.metrics.base import Metric, Output
 
-
-@dataclass(frozen=True)
-class MetricInfo:
-    name: str
-    description: str
-    null_rule: str
-    model: str | None
-    #: Whether the metric needs the dialogue (not just the real and simulated texts).
-    needs_dialogue: bool = True
-    low: float = 0.0
-    high: float = 1.0
-    higher_is_better: bool = True
-
-
-METRICS: dict[str, MetricInfo] = {
-    m.name: m
-    for m in [
-        MetricInfo("acts", "1 if the simulated turn's dialogue act equals the real turn's act", "real act label missing", "act classifier"),
-        MetricInfo("correctness", "agreement of the simulated turn's correctness with the real label", "real label is na or missing; judge answer unparseable", "LLM judge"),
-        MetricInfo("errors", "1 if both turns are incorrect with the same error", "real turn not incorrect; judge answer unparseable", "LLM judge"),
-        MetricInfo("knowledge", "similarity of knowledge-acquisition quantiles from a KT model", "first student turn of the dialogue", "knowledge-tracing LLM"),
-        MetricInfo("cosine", "cosine similarity of sentence embeddings", "never", "sentence embedding model", needs_dialogue=False),
-        MetricInfo("rouge_l", "ROUGE-L F-measure (rouge_score tokenisation, no stemming)", "never", None, needs_dialogue=False),
-        MetricInfo("tutor_response", "exp(-mean NLL) of the real next tutor turn given the simulated turn", "last turn of the dialogue", "tutor LM"),
-    ]
+#: The seven metrics of the paper, in the paper's order (SPEC §3). ``judge`` gives two outputs.
+_REGISTRY: dict[str, str] = {
+    "acts": "simhub.metrics.acts:Acts",
+    "judge": "simhub.metrics.judge:Judge",
+    "knowledge": "simhub.metrics.knowledge:Knowledge",
+    "cosine": "simhub.metrics.cosine:Cosine",
+    "rouge_l": "simhub.metrics.rouge_l:RougeL",
+    "tutor_response": "simhub.metrics.tutor_response:TutorResponse",
 }
-METRIC_NAMES: tuple[str, ...] = tuple(METRICS)
-#: Metrics averaged into the DPO reward by default (the reference leaves ROUGE-L out).
-DEFAULT_REWARD_METRICS: tuple[str, ...] = tuple(m for m in METRIC_NAMES if m != "rouge_l")
+
+_LOCK = threading.Lock()
+_CLASSES: dict[str, type[Metric]] = {}
+_PLUGINS_LOADED = False
+
+
+def register_metric(name: str, target: str | type[Metric]) -> None:
+    """Add (or replace) metric ``name``: a ``"module:Class"`` string or the class itself."""
+    with _LOCK:
+        if isinstance(target, str):
+            _REGISTRY[name] = target
+            _CLASSES.pop(name, None)
+        else:
+            _REGISTRY[name] = f"{target.__module__}:{target.__qualname__}"
+            _CLASSES[name] = target
+
+
+def unregister_metric(name: str) -> None:
+    with _LOCK:
+        _REGISTRY.pop(name, None)
+        _CLASSES.pop(name, None)
+
+
+def _load_plugins() -> None:
+    global _PLUGINS_LOADED
+    if _PLUGINS_LOADED:
+        return
+    _PLUGINS_LOADED = True
+    for ep in entry_points(group="simhub.metrics"):
+        _REGISTRY.setdefault(ep.name, ep.value)
+
+
+def metric_class(name: str) -> type[Metric]:
+    """The class registered as ``name``."""
+    _load_plugins()
+    with _LOCK:
+        if name in _CLASSES:
+            return _CLASSES[name]
+        target = _REGISTRY.get(name)
+    if target is None:
+        raise UnknownNameError("metric", name, list(_REGISTRY), field="metrics")
+    module, _, attr = target.partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    with _LOCK:
+        _CLASSES[name] = cls
+    return cls
+
+
+def metric_classes() -> dict[str, type[Metric]]:
+    """Every registered metric class, in registration order."""
+    _load_plugins()
+    return {name: metric_class(name) for name in list(_REGISTRY)}
+
+
+def outputs() -> dict[str, tuple[type[Metric], Output]]:
+    """Every output name (what users call a metric: ``acts``, ``correctness``, ...) and its class."""
+    out: dict[str, tuple[type[Metric], Output]] = {}
+    for cls in metric_classes().values():
+        for o in cls.outputs:
+            out[o.name] = (cls, o)
+    return out
+
+
+def metric_names() -> tuple[str, ...]:
+    return tuple(outputs())
 
 
 def check_metric_names(names, field: str = "metrics") -> list[str]:
-    """Validate metric names, with a did-you-mean hint for typos."""
-    out = []
+    """Validate output names (duplicates dropped), with a did-you-mean hint for typos."""
+    known = metric_names()
+    out: list[str] = []
     for name in names:
-        if name not in METRICS:
-            close = difflib.get_close_matches(str(name), METRIC_NAMES, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"{field}: unknown metric {name!r}{hint}; known: {', '.join(METRIC_NAMES)}")
+        if not isinstance(name, str) or name not in known:
+            raise UnknownNameError("metric", str(name), known, field=field)
         if name not in out:
             out.append(name)
+    if not out:
+        raise ConfigError(f"{field}: no metric named", field=field)
     return out
+
+
+#: The seven names of the paper, for code that needs them without importing the modules.
+PAPER_METRICS: tuple[str, ...] = ("acts", "correctness", "errors", "knowledge", "cosine", "rouge_l", "tutor_response")
+#: Metrics averaged into the DPO reward by default (the reference leaves ROUGE-L out).
+DEFAULT_REWARD_METRICS: tuple[str, ...] = tuple(m for m in PAPER_METRICS if m != "rouge_l")

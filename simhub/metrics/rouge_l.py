@@ -175,3 +175,19 @@ def rouge_l_batch(references: Sequence[str], candidates: Sequence[str]) -> list[
         else:
             append(0.0)
     return scores
+
+
+# ---------------------------------------------------------------------------------- the metric
+
+from simhub.metrics.base import Metric, MetricResult, Output, ScoreItem  # noqa: E402
+
+
+class RougeL(Metric):
+    """``rouge_l``: ROUGE-L F-measure of the simulated turn against the real one (no model)."""
+
+    outputs = (Output("rouge_l", "ROUGE-L F-measure (rouge_score tokenisation, no stemming)", "never"),)
+    needs_dialogue = False
+
+    def score(self, items: Sequence[ScoreItem]) -> list[MetricResult]:
+        values = rouge_l_batch([it.real.content for it in items], [it.candidate for it in items])
+        return [MetricResult({"rouge_l": float(v)}) for v in values]

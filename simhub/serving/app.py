@@ -17,6 +17,7 @@ from litestar.middleware.rate_limit import RateLimitConfig
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import RedocRenderPlugin, SwaggerRenderPlugin
 
+from simhub.config import Profile, load_profile
 from simhub.serving.controllers import (
     InfoController,
     OpenAIController,
@@ -68,10 +69,9 @@ def _security() -> dict:
     return {"components": Components(security_schemes=schemes), "security": [{"bearer": []}, {"apiKey": []}]}
 
 
-def create_app(settings: ServiceSettings | None = None, profile: dict | None = None) -> Litestar:
-    """Build the app for ``settings.profile`` (or an already loaded ``profile`` dict)."""
-    from simhub.profiles import load_profile
-
+def create_app(settings: ServiceSettings | None = None, profile: Profile | None = None) -> Litestar:
+    """Build the app for ``settings.profile`` (or an already loaded ``profile``). Nothing is built or
+    loaded here: the lifespan starts that in the background, so the port answers at once."""
     profile = profile if profile is not None else load_profile(settings.profile if settings else "demo")
     settings = settings or ServiceSettings.load(profile)
     configure_logging(settings.log_json)
@@ -117,8 +117,6 @@ def app_from_env() -> Litestar:
     """ASGI factory: ``uvicorn --factory simhub.serving.app:app_from_env`` (profile from ``SIMHUB_PROFILE``)."""
     import os
 
-    from simhub.profiles import load_profile
-
     name = os.environ.get("SIMHUB_PROFILE", "demo")
     profile = load_profile(name)
-    return create_app(ServiceSettings.load(profile, profile=name), profile)
+    return create_app(ServiceSettings.load(profile), profile)

@@ -12,11 +12,12 @@ from litestar.datastructures import State
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Body
 
-from simhub.backends.generation import DEFAULT_MAX_TOKENS, Sampling, SimulationResult
+from simhub.metrics import ScoreItem
+from simhub.models import DEFAULT_MAX_TOKENS, Sampling
 from simhub.schema import Dialogue, Question, Turn
-from simhub.scoring import ScoreItem
 from simhub.serving import schemas as s
 from simhub.serving.services import Services
+from simhub.simulation import SimulationResult
 
 ERRORS = {400: "invalid request or cap exceeded", 401: "missing or wrong API key", 413: "body too large",
           422: "wrong types or constraint violated", 429: "rate limited", 503: "queue full or not ready (Retry-After)",
@@ -62,7 +63,7 @@ class SimulationController(Controller):
         max_tokens = data.sampling.max_tokens or min(DEFAULT_MAX_TOKENS, cfg.max_tokens)
         s.check_count(max_tokens, cfg.max_tokens, "sampling.max_tokens", "tokens")
         named = [(f"dialogues[{i}]", d) for i, d in enumerate(data.dialogues)]
-        s.check_dialogue_caps(named, cfg.max_turns, cfg.max_chars)
+        s.check_dialogue_caps(named, cfg.max_turns, cfg.max_request_chars)
         for where, d in named:
             s.check_student_next(where, d)
         sampling = Sampling(temperature=data.sampling.temperature, top_p=data.sampling.top_p, max_tokens=max_tokens,
@@ -81,7 +82,7 @@ class ScoringController(Controller):
         cfg = services.settings
         s.check_count(len(data.items), cfg.max_items, "items", "items")
         s.check_dialogue_caps([(f"items[{i}].dialogue", it.dialogue) for i, it in enumerate(data.items)], cfg.max_turns,
-                              cfg.max_chars, extra_chars=sum(len(it.candidate) for it in data.items))
+                              cfg.max_request_chars, extra_chars=sum(len(it.candidate) for it in data.items))
         for n, item in enumerate(data.items):
             s.check_score_item(n, item)
         metrics = services.scoring.resolve_metrics(data.metrics)
@@ -90,7 +91,8 @@ class ScoringController(Controller):
         return s.ScoreResponse(
             metrics=list(metrics),
             items=[s.ScoreItemOut(scores=r.scores, details=r.details, error=r.error) for r in results],
-            summary={m: s.MetricSummary(**v) for m, v in summary.items()},
+            summary={m: s.MetricSummary(**{k: v for k, v in entry.items() if k in s.SUMMARY_FIELDS})
+                     for m, entry in summary.items()},
         )
 
 
@@ -100,9 +102,9 @@ class InfoController(Controller):
     @get("/models", operation_id="listModels", summary="Simulators and metric models with their Hub ids and revisions")
     async def models(self, services: Services) -> s.ModelsResponse:
         return s.ModelsResponse(
-            profile=str(services.profile.get("name")),
+            profile=services.profile.name,
             simulators=[s.ModelInfo(**m) for m in services.simulation.model_info()],
-            metrics=[s.ModelInfo(**m) for m in services.scoring.model_info()],
+            metrics=[s.ModelInfo(**m) for m in services.scoring.model_info(services.display_scorer)],
         )
 
     @get("/health", operation_id="health", summary="Liveness: the process answers")
@@ -150,7 +152,7 @@ class OpenAIController(Controller):
         s.check_count(max_tokens, cfg.max_tokens, "max_tokens", "tokens")
         s.check_chat_messages(data.messages)
         dialogue = chat_to_dialogue(data.messages)
-        s.check_dialogue_caps([("messages", dialogue)], cfg.max_turns, cfg.max_chars)
+        s.check_dialogue_caps([("messages", dialogue)], cfg.max_turns, cfg.max_request_chars)
         sampling = Sampling(temperature=data.temperature or 0.0, top_p=data.top_p or 1.0, n=data.n, seed=data.seed,
                             max_tokens=max_tokens)
         (result,) = await _guarded(services, lambda: services.simulation.simulate(data.model, [dialogue], sampling))

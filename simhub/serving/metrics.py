@@ -14,6 +14,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 log = logging.getLogger("simhub.serving.access")
+#: Routes whose requests are logged at DEBUG, not INFO (liveness and readiness probes, scrapes).
+QUIET_ROUTES = frozenset({"/health", "/ready", "/metrics"})
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
@@ -77,8 +79,10 @@ def access_middleware(metrics: ServiceMetrics):
                 elapsed = time.perf_counter() - start
                 metrics.requests.labels(scope["method"], route, str(status["code"])).inc()
                 metrics.latency.labels(route).observe(elapsed)
-                log.info("request", extra={"request_id": rid, "method": scope["method"], "route": route,
-                                           "status": status["code"], "duration_ms": round(elapsed * 1000, 2)})
+                # Probes arrive every few seconds from orchestrators: log them only at DEBUG.
+                level = logging.DEBUG if route in QUIET_ROUTES else logging.INFO
+                log.log(level, "request", extra={"request_id": rid, "method": scope["method"], "route": route,
+                                                 "status": status["code"], "duration_ms": round(elapsed * 1000, 2)})
 
         return middleware
 

@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from simhub.backends.generation import DEFAULT_MAX_TOKENS
 from simhub.errors import SimhubError
+from simhub.models import DEFAULT_MAX_TOKENS
 from simhub.schema import Dialogue, SchemaError
 
 
@@ -110,11 +110,20 @@ class ScoreItemOut(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class MetricSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The same summary ``simhub score`` prints and the evaluate module returns."""
+
     mean: float | None
     std: float | None
     count: int
+    #: Scorable items whose value is null (the metric does not apply, or its model failed).
+    nulls: int = 0
+    #: knowledge: quadratic-weighted kappa of the pooled quantiles, and the cutoffs used.
+    qwk: float | None = None
     cutoffs: list[float] | None = None
     cutoff_source: str | None = None
+
+
+SUMMARY_FIELDS = frozenset(f.name for f in msgspec.structs.fields(MetricSummary))
 
 
 class ScoreResponse(msgspec.Struct, kw_only=True):
@@ -137,6 +146,10 @@ class ModelInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
     metrics: list[str] | None = None
     base_url: str | None = None
     description: str | None = None
+    #: Simulators: model (our models), openai, baseline; and what their prompt says about the student.
+    simulator_kind: str | None = None
+    persona: str | None = None
+    baseline: str | None = None
 
 
 class ModelsResponse(msgspec.Struct, kw_only=True):

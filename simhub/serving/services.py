@@ -1,5 +1,6 @@
 """The work behind the endpoints: scoring through the micro-batched Scorer, simulation through the
-generator registry, model listing and readiness. Handlers only translate HTTP to these calls."""
+simulators, model listing, and readiness while models are built and loaded in the background.
+Handlers only translate HTTP to these calls."""
 
 from __future__ import annotations
 
@@ -10,20 +11,16 @@ import threading
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from simhub.backends.generation import (
-    Sampling,
-    SimulationResult,
-    SimulatorRegistry,
-    VLLMOptions,
-    simulator_specs,
-)
+from simhub.config import Profile
 from simhub.errors import ConfigError
-from simhub.schema import Dialogue
-from simhub.scoring import ItemResult, ScoreItem, Scorer, summarize
+from simhub.metrics import ScoreItem, summarize
+from simhub.models import Sampling
+from simhub.scoring import ItemResult, Scorer
 from simhub.serving.batching import Job, MicroBatcher
 from simhub.serving.metrics import ServiceMetrics
 from simhub.serving.schemas import Overloaded, RequestError, UnknownModel
 from simhub.serving.settings import ServiceSettings
+from simhub.simulation import SimulationResult, Simulator, Target
 
 log = logging.getLogger("simhub.serving")
 
@@ -31,8 +28,8 @@ log = logging.getLogger("simhub.serving")
 class ScoringService:
     """Scores items with one Scorer; concurrent requests with the same metrics share a call.
 
-    Knowledge scores with ``cutoffs: paper`` depend on the whole scored set, so such requests are
-    never merged with others (their result must not depend on who else asked at the same time).
+    A metric whose values depend on the whole scored set (knowledge with paper cutoffs) is never
+    merged across requests: a request's result must not depend on who else asked at the same time.
     """
 
     def __init__(self, scorer: Scorer, settings: ServiceSettings, metrics: ServiceMetrics):
@@ -50,9 +47,7 @@ class ScoringService:
             raise RequestError(str(exc), "metrics") from None
 
     def _batch_key(self, metrics: tuple[str, ...]) -> Hashable | None:
-        if "knowledge" in metrics and self.scorer.config.knowledge_cutoffs == "paper":
-            return None
-        return metrics
+        return None if self.scorer.set_dependent(metrics) else metrics
 
     async def score(self, items: list[ScoreItem], metrics: tuple[str, ...]) -> tuple[list[ItemResult], dict]:
         return await self.batcher.submit(self._batch_key(metrics), items, payload=metrics)
@@ -62,88 +57,102 @@ class ScoringService:
         items = [it for job in jobs for it in job.items]
         result = self.scorer.score(items, list(metrics))
         out, start = [], 0
-        stable = {m: {k: v for k, v in s.items() if k in ("cutoffs", "cutoff_source")} for m, s in result.summary.items()}
+        # Set-level extras (QWK, cutoffs) come from the whole call; merged calls never include a
+        # set-dependent metric, so for them the extras are the same for every request.
         for job in jobs:
             mine = result.items[start : start + len(job.items)]
             start += len(job.items)
-            summary = {m: {**summarize([r.scores.get(m) for r in mine]), **stable.get(m, {})} for m in metrics}
+            summary = {}
+            for m in metrics:
+                extras = {k: v for k, v in result.summary[m].items() if k not in ("mean", "std", "count", "nulls")}
+                if len(jobs) > 1:
+                    extras.pop("qwk", None)
+                values = [r.scores.get(m) for r in mine]
+                summary[m] = {**summarize(values), "nulls": sum(1 for r in mine if r.error is None and r.scores.get(m) is None),
+                              **extras}
             out.append((mine, summary))
         return out
 
-    def model_info(self) -> list[dict]:
-        c = self.scorer.config
-        uses = {"acts": ["acts"], "judge": ["correctness", "errors"], "knowledge": ["knowledge"], "cosine": ["cosine"],
-                "tutor_response": ["tutor_response"]}
+    def model_info(self, scorer: Scorer | None = None) -> list[dict]:
         out = []
-        for name, metrics in uses.items():
-            ref = getattr(c, name)
-            if ref is None:
+        for name, metric in (scorer or self.scorer).instances.items():
+            config = metric.config
+            if config is None:
                 continue
-            info: dict[str, Any] = {"id": name, "kind": "metric", "metrics": metrics}
+            info: dict[str, Any] = {"id": name, "kind": "metric", "metrics": list(metric.output_names())}
             if name == "cosine":
-                info["base_model"] = ref
-            elif name == "judge":
-                info.update(base_model=ref.get("model"), backend=ref.get("kind", "local"))
-                if ref.get("base_url"):
-                    info["base_url"] = ref["base_url"]
+                info["base_model"] = config.model
+            elif name == "judge" and config.kind == "openai":
+                info.update(base_model=config.model, backend="openai", base_url=config.endpoint.base_url)
             else:
-                info.update(base_model=ref.model, revision=ref.revision, adapter=ref.adapter, adapter_revision=ref.adapter_revision)
+                info.update(base_model=config.model, revision=config.revision, adapter=config.adapter,
+                            adapter_revision=config.adapter_revision, backend=getattr(config, "kind", None))
             out.append(info)
         return out
 
 
 class SimulationService:
-    """Routes /simulate to the simulator's generator, with a bound on dialogues in flight."""
+    """Routes /simulate to a simulator, with a bound on dialogues in flight."""
 
-    def __init__(self, specs: dict, settings: ServiceSettings, metrics: ServiceMetrics):
-        #: Known before the models are built (so unknown ids get a 404 while loading).
-        self.specs = specs
-        self.registry: SimulatorRegistry | None = None
+    def __init__(self, profile: Profile, settings: ServiceSettings, metrics: ServiceMetrics):
+        from simhub.simulation import build_simulator, simulator_names
+
+        #: Known before the models are built, so unknown ids get a 404 while loading.
+        self.names = simulator_names(profile, http=True)
+        self.simulators: dict[str, Simulator] = {}
+        # Described from the profile as written (Hub ids, tiny:/demo: names), never server paths.
+        self.display = {n: build_simulator(n, profile, force_backend=settings.simulator_backend) for n in self.names}
         self.max_in_flight = settings.queue_size
         self.in_flight = 0
         self.stats = metrics
+        self.profile = profile
 
     @property
     def ids(self) -> list[str]:
-        return list(self.specs)
+        return list(self.names)
 
     def check_model(self, model: str, field: str = "model") -> None:
-        if model not in self.specs:
-            known = ", ".join(self.ids) or "none configured"
+        if model not in self.names:
+            known = ", ".join(self.names) or "none configured"
             raise UnknownModel(f"{field}: unknown simulator {model!r}; available: {known}", field)
 
-    async def simulate(self, model: str, dialogues: list[Dialogue], sampling: Sampling) -> list[SimulationResult]:
+    async def simulate(self, model: str, dialogues: list, sampling: Sampling) -> list[SimulationResult]:
         """Generate with simulator ``model`` (the caller has checked it with :meth:`check_model`)."""
         if self.in_flight + len(dialogues) > self.max_in_flight:
             raise Overloaded(f"simulation queue is full ({self.in_flight} dialogues in flight)")
-        assert self.registry is not None, "wait_ready() before simulate()"
+        simulator = self.simulators[model]
         self.in_flight += len(dialogues)
         try:
-            results = await self.registry.get(model).simulate(dialogues, sampling)
+            results = await simulator.asimulate([Target(d, len(d.turns)) for d in dialogues], sampling)
         finally:
             self.in_flight -= len(dialogues)
         self.stats.observe_generation(model, results)
         return results
 
     def model_info(self) -> list[dict]:
-        return [spec.describe() for spec in self.specs.values()]
+        return [{**self.display[n].describe(), "kind": "simulator", "simulator_kind": self.display[n].kind}
+                for n in self.names]
 
 
 class Services:
-    """Everything the app holds: built from the profile, loaded in a background thread.
+    """Everything the app holds, built from the profile and loaded in a background thread.
 
-    Requests that arrive while loading wait (on an asyncio event, no thread parked) up to their
-    timeout, then get 503; ``simhub_ready`` is set as soon as loading ends.
+    Loading first builds what the profile provisions (demo models on a first start), step by step,
+    then loads every simulator and metric model. Requests that arrive meanwhile wait (on an asyncio
+    event, no thread parked) up to their timeout, then get 503.
     """
 
-    def __init__(self, profile: dict, settings: ServiceSettings, metrics: ServiceMetrics):
-        from simhub.profiles import scorer_config
-
+    def __init__(self, profile: Profile, settings: ServiceSettings, metrics: ServiceMetrics):
         self.profile, self.settings, self.metrics = profile, settings, metrics
-        self.scoring = ScoringService(Scorer(scorer_config(profile)), settings, metrics)
-        specs = simulator_specs(profile, settings.simulator_backend, resolve=False)
-        self.simulation = SimulationService(specs, settings, metrics)
-        self.loading: list[str] = ["scorer", *specs]
+        # Built from the profile as written (nothing loads), so requests can be validated while loading;
+        # the provisioned scorer replaces it once its models are built.
+        self.scoring = ScoringService(Scorer.from_profile(profile), settings, metrics)
+        self.display_scorer = self.scoring.scorer
+        self.simulation = SimulationService(profile, settings, metrics)
+        self.loading: list[str] = ["scorer", *self.simulation.names]
+        #: Build progress: the current step (k of n) and what it is.
+        self.step: dict[str, Any] = {"k": 0, "n": 0, "what": None}
+        self.built: list[str] = []
         self.load_error: str | None = None
         #: True once loading has ended (successfully or not); written only by the loading thread.
         self.loaded = False
@@ -155,18 +164,33 @@ class Services:
     def ready(self) -> bool:
         return self.loaded and self.load_error is None
 
+    def _on_step(self, k: int, n: int, what: str) -> None:
+        if self.step.get("what"):
+            self.built.append(self.step["what"])
+        self.step = {"k": k, "n": n, "what": what}
+        log.info("build step", extra={"step": k, "steps": n, "what": what})
+
     def load(self) -> None:
         """Build (demo models on first start) and load every model; sets ``ready``."""
+        from simhub.provision import provision_profile
+        from simhub.simulation import build_simulator, load_options
+
         try:
-            specs = simulator_specs(self.profile, self.settings.simulator_backend, resolve=True)
-            registry = SimulatorRegistry(specs, VLLMOptions.from_profile(self.profile), self.scoring.scorer.config.device)
-            for sid, gen in registry.generators.items():
-                log.info("loading simulator", extra={"simulator": sid, "backend": specs[sid].backend})
-                gen.load()
+            profile = provision_profile(self.profile, on_step=self._on_step)
+            if self.step.get("what"):
+                self.built.append(self.step["what"])
+            self.step = {"k": self.step["n"], "n": self.step["n"], "what": None}
+            options = load_options(profile, asynchronous=True, backend=self.settings.simulator_backend)
+            for sid in self.simulation.names:
+                simulator = build_simulator(sid, profile, options, force_backend=self.settings.simulator_backend)
+                log.info("loading simulator", extra={"simulator": sid, "kind": simulator.kind})
+                simulator.load()
+                self.simulation.simulators[sid] = simulator
                 self.loading.remove(sid)
-            self.simulation.registry, self.simulation.specs = registry, specs
-            log.info("loading metric models", extra={"metrics": self.scoring.scorer.metrics})
-            self.scoring.scorer.load()
+            scorer = Scorer.from_profile(profile)
+            log.info("loading metric models", extra={"metrics": scorer.metrics})
+            scorer.load()
+            self.scoring.scorer = scorer
             self.loading.remove("scorer")
             log.info("ready")
         except Exception as exc:
@@ -197,6 +221,10 @@ class Services:
             raise Overloaded("models are still loading" if not self.loaded else "models failed to load; see /ready")
 
     async def close(self) -> None:
+        from simhub.models import unload_models
+
         await self.scoring.batcher.close()
-        if self.simulation.registry is not None:
-            await self.simulation.registry.close()
+        for simulator in self.simulation.simulators.values():
+            simulator.close()
+        # Engines run in processes of their own (vLLM): shut them down with the service, not at exit.
+        await asyncio.to_thread(unload_models)

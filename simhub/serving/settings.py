@@ -1,80 +1,74 @@
-"""Service settings: a dataclass read from the environment (``SIMHUB_*``) and the profile's ``serving:``.
+"""Service settings: the profile's ``serving:`` section with ``SIMHUB_*`` environment overrides.
 
-Precedence: explicit constructor arguments, then environment variables, then the profile's
-``serving:`` section, then the defaults below. The API key is read from the environment only.
+Precedence: explicit arguments (the command line), then environment variables, then the profile's
+``serving:`` section (and its ``limits:``), then the defaults of :class:`simhub.config.ServingConfig`.
+Every scalar setting ``x`` of ``serving`` or ``serving.limits`` is read from ``SIMHUB_X`` and is an
+attribute of the settings (``settings.max_items``). The API key is read from the environment only
+(``SIMHUB_API_KEY``).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
+from simhub.config import Limits, Profile, ServingConfig
 from simhub.errors import ConfigError
 
 ENV_PREFIX = "SIMHUB_"
+_SERVING = {f.name for f in msgspec.structs.fields(ServingConfig)} - {"vllm", "limits"}
+_LIMITS = {f.name for f in msgspec.structs.fields(Limits)}
 
 
 @dataclass
 class ServiceSettings:
-    """Everything the app factory needs.
+    """What the app factory needs: the profile's name, the key, the simulator backend override and the
+    (environment-merged) serving section, whose settings and limits read as attributes."""
 
-    Profile ``serving:`` keys (all optional): every field below except ``profile`` and ``api_key``,
-    plus ``backend`` (default simulator backend) and ``vllm`` (engine options).
-    """
-
-    #: Profile name or path (``demo``, ``paper-8b``, or a YAML path).
     profile: str = "demo"
-    host: str = "127.0.0.1"
-    port: int = 8000
     #: Bearer / X-API-Key secret; None disables auth. Environment only: ``SIMHUB_API_KEY``.
     api_key: str | None = field(default=None, repr=False)
     #: Replace the backend of every local simulator (``transformers`` or ``vllm``).
     simulator_backend: str | None = None
-    #: Load the models in the background at startup (``/ready`` turns true when done).
-    preload: bool = True
-    max_body_bytes: int = 2_000_000
-    max_items: int = 64
-    max_dialogues: int = 32
-    max_turns: int = 200
-    max_chars: int = 200_000
-    max_n: int = 8
-    #: Cap on sampling.max_tokens (the paper generates at most 400).
-    max_tokens: int = 1024
-    #: Requests per minute per client address; 0 disables rate limiting.
-    rate_limit_per_minute: int = 0
-    #: Items waiting for the scorer (and simulate requests in flight) before answering 503.
-    queue_size: int = 1024
-    request_timeout_s: float = 120.0
-    #: Micro-batching window for /score: requests arriving within it share one Scorer.score call.
-    batch_window_ms: float = 5.0
-    max_batch_items: int = 256
-    retry_after_s: int = 1
-    log_json: bool = True
+    serving: ServingConfig = field(default_factory=ServingConfig)
+
+    def __getattr__(self, name: str) -> Any:
+        serving = self.__dict__.get("serving")
+        if serving is not None:
+            if name in _SERVING:
+                return getattr(serving, name)
+            if name in _LIMITS:
+                return getattr(serving.limits, name)
+        raise AttributeError(name)
+
+    @property
+    def limits(self) -> Limits:
+        return self.serving.limits
 
     @classmethod
-    def load(cls, profile_data: dict[str, Any] | None = None, **overrides: Any) -> ServiceSettings:
-        values: dict[str, Any] = {}
-        serving = dict((profile_data or {}).get("serving") or {})
-        serving.pop("backend", None)
-        serving.pop("vllm", None)
-        names = {f.name: f for f in fields(cls)}
-        if "api_key" in serving:  # secrets never come from files
-            raise ConfigError("serving.api_key: not allowed in a profile; set the SIMHUB_API_KEY environment variable")
-        if "profile" in serving:
-            raise ConfigError("serving.profile: not allowed in a profile (a profile cannot name another); "
-                              "use --profile or SIMHUB_PROFILE")
-        unknown = set(serving) - set(names)
+    def load(cls, profile: Profile | None = None, environ: Mapping[str, str] | None = None, **overrides: Any) -> ServiceSettings:
+        serving = profile.serving if profile is not None else ServingConfig()
+        env = os.environ if environ is None else environ
+        changes: dict[str, Any] = {}
+        limits: dict[str, Any] = {}
+        for names, struct, target in ((_SERVING, serving, changes), (_LIMITS, serving.limits, limits)):
+            for name in names:
+                raw = env.get(ENV_PREFIX + name.upper())
+                if raw is not None and raw != "":
+                    target[name] = _convert(name, raw, getattr(struct, name))
+                if overrides.get(name) is not None:
+                    target[name] = overrides[name]
+        unknown = set(overrides) - _SERVING - _LIMITS - {"profile", "api_key", "simulator_backend"}
         if unknown:
-            raise ConfigError(f"serving: unknown key(s) {', '.join(sorted(unknown))}; allowed: "
-                              f"{', '.join(sorted({*names, 'backend', 'vllm'} - {'profile', 'api_key'}))}")
-        values.update(serving)
-        for name, f in names.items():
-            env = os.environ.get(ENV_PREFIX + name.upper())
-            if env is not None and env != "":
-                values[name] = _convert(name, env, f.default)
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+            raise ConfigError(f"settings: unknown setting(s) {', '.join(sorted(unknown))}", field=sorted(unknown)[0])
+        serving = msgspec.structs.replace(serving, limits=msgspec.structs.replace(serving.limits, **limits), **changes)
+        name = overrides.get("profile") or (profile.source or profile.name if profile is not None else "demo")
+        return cls(profile=name, api_key=overrides.get("api_key") or env.get(ENV_PREFIX + "API_KEY") or None,
+                   simulator_backend=overrides.get("simulator_backend"), serving=serving)
 
 
 def _convert(name: str, raw: str, default: Any) -> Any:
@@ -88,5 +82,6 @@ def _convert(name: str, raw: str, default: Any) -> Any:
         if isinstance(default, float):
             return float(raw)
     except ValueError:
-        raise ConfigError(f"{ENV_PREFIX}{name.upper()}: expected a {type(default).__name__}") from None
+        raise ConfigError(f"{ENV_PREFIX}{name.upper()}: expected a {type(default).__name__}",
+                          field=f"{ENV_PREFIX}{name.upper()}") from None
     return raw

@@ -33,18 +33,17 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
-from simhub.errors import ConfigError
+from simhub.config import PROVISIONED_SCHEMES, RECIPE_DIR, load_yaml_mapping
+from simhub.errors import ConfigError, UnknownNameError
 from simhub.prompts import MAX_PROMPT_CHARS
-from simhub.yamlio import load_yaml_mapping
+from simhub.training.data import SAMPLE_DATA, check_data
 
 #: The model kinds a recipe can train.
 KINDS: tuple[str, ...] = ("student-sft", "tutor-sft", "acts", "correctness", "kt", "student-dpo")
-#: Data spec meaning the sample corpus bundled with simhub.
-SAMPLE_DATA = "sample:"
 
 
 def _f(default: Any, help: str, **kw) -> Any:
@@ -59,22 +58,24 @@ class DPOSettings:
 
     sft_adapter: str | None = _f(None, "folder (or Hub id) of the SFT student adapter: sampling policy, "
                                        "initial policy and frozen reference")
-    subsample: float = _f(0.2, "fraction of the training dialogues to sample candidates for")
+    subsample: float = _f(0.2, "candidates are sampled on the first int(subsample·n) dialogues of the shuffled "
+                               "training split, and validation pairs come from the first int(subsample·n) of "
+                               "the validation split (the reference's data)")
     num_candidates: int = _f(4, "candidates sampled per student turn (before deduplication)")
     temperature: float = _f(1.0, "sampling temperature")
     top_p: float = _f(0.95, "nucleus sampling top-p")
     max_new_tokens: int = _f(400, "maximum new tokens per candidate")
     generation_batch_size: int = _f(8, "prompts per generation batch")
     backend: str = _f("transformers", "generation backend: transformers or vllm")
-    scoring_profile: str = _f("paper-8b", "simhub profile whose metric models give the rewards")
+    scoring_profile: str = _f("paper-8b", "simhub profile (name or path) whose metric models give the rewards")
     reward_metrics: list[str] | None = _f(None, "metrics averaged into the reward (default: every configured "  # noqa: RUF009
                                                 "metric except rouge_l, as in the paper)")
     epsilon: float = _f(0.1, "minimum reward gap for a preference pair")
     max_pairs_per_turn: int = _f(6, "keep at most this many widest-gap pairs per turn")
     skip_turns: int = _f(5, "turns with an index below this are not paired (first turns of each dialogue)")
     beta: float = _f(0.1, "DPO beta")
-    eval_fraction: float = _f(0.1, "fraction of dialogues whose pairs are held out for validation loss")
-    max_length: int | None = _f(None, "truncate prompt+completion to this many tokens (trl max_length)")
+    max_prompt_length: int | None = _f(512, "keep the last this many prompt tokens (trl's truncation in the paper)")
+    max_length: int | None = _f(1024, "prompt + completion at most this many tokens (trl's truncation in the paper)")
 
 
 @dataclass
@@ -82,14 +83,17 @@ class TrainRecipe:
     """One training run: model, data and hyperparameters. See the module docstring for the groups."""
 
     kind: str = _f("student-sft", f"what to train: {', '.join(KINDS)}")
-    base_model: str = _f("meta-llama/Llama-3.1-8B-Instruct", "base model: folder, Hub id or tiny:NAME")
+    base_model: str = _f("meta-llama/Llama-3.1-8B-Instruct", "base model: folder, Hub id, or tiny:NAME (built "
+                                                                 "by the command line before training)")
     base_model_revision: str | None = _f(None, "Hub revision of the base model")
     base_model_hub_id: str | None = _f(None, "Hub id of the base model written into a published adapter "
                                              "(default: base_model when it is a Hub id)")
     data: str = _f(SAMPLE_DATA, "'sample:' (bundled sample corpus) or a folder with train/val/test .jsonl")
     train_split: str = _f("train", "split used for training")
     eval_split: str = _f("val", "split used for validation loss, checkpoint selection and evaluation")
-    persona: bool = _f(True, "include the OCEAN persona/profile in student and KT prompts")
+    persona: Literal["none", "ocean", "profile"] = _f(
+        "none", "what student prompts say about the student: none (the paper's fine-tuned students), the OCEAN "
+                "persona, or the free-text profile (the Oracle's leak); the KT model reads the OCEAN persona")
     max_prompt_chars: int = _f(MAX_PROMPT_CHARS, "examples whose prompt text has this many characters or "
                                                  "more are left out (SPEC §2 rule 8)")
     max_train_dialogues: int | None = _f(None, "use at most this many training dialogues (smoke runs)")
@@ -156,12 +160,18 @@ def _fields(cls) -> list[str]:
 def _unknown(key: str, known: list[str], where: str) -> ConfigError:
     close = difflib.get_close_matches(key.rsplit(".", 1)[-1], known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}"
-    return ConfigError(f"{where}: unknown key {key!r}{hint}")
+    return ConfigError(f"{where}: unknown key {key!r}{hint}", field=key)
 
 
 def _coerce(value: Any, tp: Any, key: str) -> Any:
     """Check (and widen int→float) ``value`` against the annotation ``tp``; errors name ``key``."""
     origin = typing.get_origin(tp)
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        if value in allowed:
+            return value
+        hint = " (persona is no longer a boolean: none, ocean or profile)" if isinstance(value, bool) else ""
+        raise ConfigError(f"{key}: {value!r} is not one of {', '.join(map(str, allowed))}{hint}")
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
         if value is None and type(None) in args:
@@ -260,11 +270,25 @@ def _set(data: dict[str, Any], assignment: str) -> None:
             target = target[part]
 
 
+def available_recipes() -> list[str]:
+    return sorted(p.stem for p in RECIPE_DIR.glob("*.yaml"))
+
+
+def recipe_path(name_or_path: str | os.PathLike[str]) -> Path:
+    """A recipe file by path, or a shipped recipe by name (``tiny-student-sft``, ``kt-8b``...)."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    shipped = RECIPE_DIR / f"{str(name_or_path).removesuffix('.yaml')}.yaml"
+    if shipped.is_file():
+        return shipped
+    raise UnknownNameError("recipe", str(name_or_path), available_recipes(), field="recipe")
+
+
 def load_recipe(path: str | os.PathLike[str], overrides: list[str] | tuple[str, ...] = ()) -> TrainRecipe:
-    """Parse a recipe YAML and apply ``key=value`` overrides; no file but the recipe is read."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: recipe file not found")
+    """Parse a recipe (a path or a shipped name) and apply ``key=value`` overrides; no file but the
+    recipe is read."""
+    path = recipe_path(path)
     data = load_yaml_mapping(path, "recipe")
     for assignment in overrides:
         _set(data, assignment)
@@ -278,27 +302,27 @@ def check_values(recipe: TrainRecipe, where: str = "recipe") -> None:
     if recipe.kind not in KINDS:
         close = difflib.get_close_matches(recipe.kind, KINDS, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"{where}: kind {recipe.kind!r} is not one of {', '.join(KINDS)}{hint}")
+        raise ConfigError(f"{where}: kind {recipe.kind!r} is not one of {', '.join(KINDS)}{hint}", field="kind")
     if recipe.eval_strategy not in ("epoch", "steps"):
-        raise ConfigError(f"{where}: eval_strategy must be 'epoch' or 'steps', got {recipe.eval_strategy!r}")
+        raise ConfigError(f"{where}: eval_strategy must be 'epoch' or 'steps', got {recipe.eval_strategy!r}", field="eval_strategy")
     if recipe.eval_strategy == "steps" and not recipe.eval_steps:
-        raise ConfigError(f"{where}: eval_strategy 'steps' needs eval_steps")
+        raise ConfigError(f"{where}: eval_strategy 'steps' needs eval_steps", field="eval_steps")
     for name in ("per_device_train_batch_size", "per_device_eval_batch_size", "effective_batch_size", "lora_r"):
         if getattr(recipe, name) < 1:
-            raise ConfigError(f"{where}: {name} must be at least 1")
+            raise ConfigError(f"{where}: {name} must be at least 1", field=name)
     if not 0 <= recipe.warmup_ratio < 1:
-        raise ConfigError(f"{where}: warmup_ratio must be in [0, 1)")
+        raise ConfigError(f"{where}: warmup_ratio must be in [0, 1)", field="warmup_ratio")
     if recipe.kind == "kt" and recipe.attn_implementation.startswith("flash"):
         raise ConfigError(f"{where}: attn_implementation {recipe.attn_implementation!r} cannot take the 4-D "
-                          "packed-KC mask of the KT model; use sdpa or eager")
+                          "packed-KC mask of the KT model; use sdpa or eager", field="attn_implementation")
     dpo = recipe.dpo
     if recipe.kind == "student-dpo":
         if not dpo.sft_adapter:
-            raise ConfigError(f"{where}: dpo.sft_adapter is required for kind student-dpo")
+            raise ConfigError(f"{where}: dpo.sft_adapter is required for kind student-dpo", field="dpo.sft_adapter")
         if not 0 < dpo.subsample <= 1:
-            raise ConfigError(f"{where}: dpo.subsample must be in (0, 1]")
+            raise ConfigError(f"{where}: dpo.subsample must be in (0, 1]", field="dpo.subsample")
         if dpo.backend not in ("transformers", "vllm"):
-            raise ConfigError(f"{where}: dpo.backend must be transformers or vllm, got {dpo.backend!r}")
+            raise ConfigError(f"{where}: dpo.backend must be transformers or vllm, got {dpo.backend!r}", field="dpo.backend")
         if dpo.reward_metrics is not None:
             from simhub.metrics.registry import check_metric_names
 
@@ -313,10 +337,11 @@ def _looks_like_path(spec: str) -> bool:
 
 
 def check_model(spec: str, field_name: str, revision: str | None = None, adapter: bool = False) -> str:
-    """Resolve ``spec`` (``tiny:NAME``, folder or Hub id) or raise ConfigError naming ``field_name``."""
-    from simhub.profiles import resolve_model
-
-    resolved = resolve_model(spec)
+    """Check that ``spec`` (a folder or Hub id) exists, or raise ConfigError naming ``field_name``."""
+    if spec.startswith(PROVISIONED_SCHEMES):
+        raise ConfigError(f"{field_name}: {spec!r} must be built first (the simhub command line builds tiny:/demo: "
+                          "models; in Python call simhub.provision.resolve_recipe)", field=field_name)
+    resolved = spec
     marker = "adapter_config.json" if adapter else "config.json"
     path = Path(resolved).expanduser()
     if path.is_dir():
@@ -344,13 +369,8 @@ def check_model(spec: str, field_name: str, revision: str | None = None, adapter
 
 def check_resources(recipe: TrainRecipe) -> dict[str, str]:
     """Verify data files and models exist, before anything is loaded; returns resolved model paths."""
-    from simhub.training.data import check_data
-
     check_data(recipe.data, [recipe.train_split, recipe.eval_split])
     resolved = {"base_model": check_model(recipe.base_model, "base_model", recipe.base_model_revision)}
     if recipe.kind == "student-dpo":
         resolved["sft_adapter"] = check_model(recipe.dpo.sft_adapter or "", "dpo.sft_adapter", adapter=True)
-        from simhub.profiles import load_profile
-
-        load_profile(recipe.dpo.scoring_profile)
     return resolved

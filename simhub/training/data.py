@@ -15,7 +15,6 @@ it works with the stock Llama 3 template as well as the tiny kit's.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,8 @@ from simhub.prompts import act_messages, correctness_messages, student_messages,
 from simhub.schema import ACTS, CORRECTNESS_LABELS, Dialogue, read_jsonl
 
 IGNORE_INDEX = -100
+#: Data spec meaning the sample corpus bundled with simhub.
+SAMPLE_DATA = "sample:"
 #: The labels a classifier kind generates, in a fixed order.
 CLASS_LABELS: dict[str, tuple[str, ...]] = {"acts": ACTS, "correctness": CORRECTNESS_LABELS}
 
@@ -34,8 +35,6 @@ CLASS_LABELS: dict[str, tuple[str, ...]] = {"acts": ACTS, "correctness": CORRECT
 
 def check_data(spec: str, splits: Sequence[str]) -> None:
     """Raise ConfigError if ``spec`` is not ``sample:`` or a folder with ``{split}.jsonl`` for each split."""
-    from simhub.training.config import SAMPLE_DATA
-
     if spec == SAMPLE_DATA:
         return
     root = Path(spec).expanduser()
@@ -53,8 +52,6 @@ def _sample_corpus():
 
 
 def load_split(spec: str, split: str, limit: int | None = None) -> list[Dialogue]:
-    from simhub.training.config import SAMPLE_DATA
-
     check_data(spec, [split])
     dialogues = list(_sample_corpus()[split]) if spec == SAMPLE_DATA else read_jsonl(Path(spec) / f"{split}.jsonl")
     return dialogues[:limit] if limit else dialogues
@@ -92,10 +89,6 @@ def chat_example(tokenizer, messages: list[dict]) -> dict[str, list[int]]:
     return {"input_ids": ids, "labels": labels}
 
 
-def _chars(messages: list[dict]) -> int:
-    return sum(len(m["content"]) for m in messages)
-
-
 # ---------------------------------------------------------------------------------- examples
 
 
@@ -111,7 +104,7 @@ class Examples:
         return {"examples": len(self.items), "excluded_long_prompts": self.excluded_long, **self.skipped}
 
 
-def chat_conversations(kind: str, dialogue: Dialogue, persona: bool = True) -> list[list[dict]]:
+def chat_conversations(kind: str, dialogue: Dialogue, persona: str = "none") -> list[list[dict]]:
     """Chat conversations (messages with the training target as ``assistant``) of one dialogue."""
     if kind == "student-sft":
         messages = student_messages(dialogue, persona=persona, end_marker=True)
@@ -133,18 +126,23 @@ def chat_conversations(kind: str, dialogue: Dialogue, persona: bool = True) -> l
     raise ConfigError(f"kind {kind!r} has no chat examples")
 
 
-def build_chat_examples(tokenizer, kind: str, dialogues: Sequence[Dialogue], max_prompt_chars: int,
-                        persona: bool = True) -> Examples:
-    """Tokenised chat examples; prompts of ``max_prompt_chars`` characters or more are left out.
+def prompt_chars(tokenizer, kind: str, messages: list[dict]) -> int:
+    """Length of the chat-templated prompt string, as the reference measures it (SPEC §2 rule 8, §8):
+    a generator's prompt is the whole templated dialogue; a classifier's, the messages before the
+    label with the generation prompt."""
+    if kind in ("student-sft", "tutor-sft"):
+        return len(_render(tokenizer, messages))
+    return len(_render(tokenizer, messages[:-1], generation_prompt=True))
 
-    The prompt length of a generator example is the text of all its messages (the whole dialogue
-    is its prompt); of a classifier example, the messages before the label.
-    """
+
+def build_chat_examples(tokenizer, kind: str, dialogues: Sequence[Dialogue], max_prompt_chars: int,
+                        persona: str = "none") -> Examples:
+    """Tokenised chat examples; prompts of ``max_prompt_chars`` characters or more (chat-templated)
+    are left out."""
     out = Examples(items=[])
     for dialogue in dialogues:
         for messages in chat_conversations(kind, dialogue, persona):
-            prompt = messages if kind in ("student-sft", "tutor-sft") else messages[:-1]
-            if _chars(prompt) >= max_prompt_chars:
+            if prompt_chars(tokenizer, kind, messages) >= max_prompt_chars:
                 out.excluded_long += 1
                 continue
             example = chat_example(tokenizer, messages)
@@ -172,14 +170,16 @@ def kt_samples(dialogue: Dialogue) -> list[tuple[list, list[str], float]]:
     return out
 
 
-def build_kt_examples(tokenizer, dialogues: Sequence[Dialogue], max_prompt_chars: int, persona: bool = True) -> Examples:
+def build_kt_examples(tokenizer, dialogues: Sequence[Dialogue], max_prompt_chars: int, persona: str = "ocean") -> Examples:
+    """Packed KT examples: the context lists all of the dialogue's KCs (as at evaluation); the
+    questions ask about the tutor turn's labelled KCs."""
     from simhub.metrics.knowledge import build_kt_prompt
     from simhub.prompts import kt_context, kt_question
 
     out = Examples(items=[])
     for dialogue in dialogues:
         for history, kcs, label in kt_samples(dialogue):
-            chars = len(kt_context(dialogue, history, kcs, persona=persona)) + sum(len(kt_question(k)) for k in kcs)
+            chars = len(kt_context(dialogue, history, persona=persona)) + sum(len(kt_question(k)) for k in kcs)
             if chars >= max_prompt_chars:
                 out.excluded_long += 1
                 continue
@@ -189,8 +189,7 @@ def build_kt_examples(tokenizer, dialogues: Sequence[Dialogue], max_prompt_chars
     return out
 
 
-def subsample(dialogues: Sequence[Dialogue], fraction: float, seed: int) -> list[Dialogue]:
-    """A seeded random ``fraction`` of the dialogues (at least one), in their original order."""
-    n = max(1, round(fraction * len(dialogues)))
-    keep = set(random.Random(seed).sample(range(len(dialogues)), min(n, len(dialogues))))
-    return [d for i, d in enumerate(dialogues) if i in keep]
+def head_fraction(dialogues: Sequence[Dialogue], fraction: float) -> list[Dialogue]:
+    """The first ``int(fraction · n)`` dialogues (the splits are already shuffled): the reference's
+    DPO data, ``data[:int(len(data) * subsample)]``."""
+    return list(dialogues[: int(len(dialogues) * fraction)])

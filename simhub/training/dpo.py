@@ -1,18 +1,27 @@
-"""Offline RL for the student simulator (SPEC §4): generate → score → pairs → train.
+"""Offline RL for the student simulator (SPEC §4, §8): generate → score → pairs → train.
 
-Each stage writes one artifact into the output folder, atomically, and a rerun starts at the
-first stage whose artifact is missing:
+Data, as the reference draws it: candidates are sampled on the first ``int(subsample·n)``
+dialogues of the (already shuffled) training split, and validation pairs come from the first
+``int(subsample·n)`` of the validation split; turns with an index below ``skip_turns`` and turns
+whose chat-templated prompt has 6,000 characters or more are skipped. Sampling goes through the
+simulators (:class:`~simhub.simulation.ModelSimulator` with the SFT adapter), scoring through the
+Scorer with the evaluated set's own knowledge cutoffs, and DPO truncates as the paper's trl did:
+the prompt keeps its last ``max_prompt_length`` tokens when prompt plus completion exceeds
+``max_length``, then completions are cut.
 
-==========  ====================  ===============================================================
+Each stage writes one artifact into the output folder, atomically, and a rerun starts at the first
+stage whose artifact is missing:
+
+==========  ====================  ======================================================================
 stage       artifact              content (one JSON object per line)
-==========  ====================  ===============================================================
-generate    ``candidates.jsonl``  ``{dialogue_id, turn_index, candidates: [text, ...]}``
-score       ``scores.jsonl``      ``{dialogue_id, turn_index, candidates: [{text, scores, reward}]}``
-pairs       ``pairs.jsonl``       ``{dialogue_id, turn_index, chosen, rejected, gap}``
+==========  ====================  ======================================================================
+generate    ``candidates.jsonl``  ``{split, dialogue_id, turn_index, candidates: [text, ...]}``
+score       ``scores.jsonl``      ``{split, dialogue_id, turn_index, candidates: [{text, scores, reward}]}``
+pairs       ``pairs.jsonl``       ``{split, dialogue_id, turn_index, chosen, rejected, gap}``
 train       ``eval_results.json`` the DPO adapter, ``training_config.json`` and the results
-==========  ====================  ===============================================================
+==========  ====================  ======================================================================
 
-Pairing (:func:`make_pairs`) is a pure function of the scored candidates.
+Pairing (:func:`make_pairs`) and truncation (:func:`truncate_pair`) are pure functions.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from simhub.config import Profile
 from simhub.errors import ConfigError, require
 from simhub.schema import Dialogue, iter_jsonl, write_jsonl
 from simhub.training.config import TrainRecipe
@@ -35,6 +45,7 @@ ARTIFACTS: dict[str, str] = {
     "pairs": "pairs.jsonl",
     "train": "eval_results.json",
 }
+DPO_SPLITS = ("train", "val")
 
 
 def _log(message: str) -> None:
@@ -89,102 +100,108 @@ def dedup(texts: Sequence[str]) -> list[str]:
     return list(seen)
 
 
+def truncate_pair(prompt: list[int], chosen: list[int], rejected: list[int], max_prompt_length: int | None,
+                  max_length: int | None) -> tuple[list[int], list[int], list[int]]:
+    """The paper's trl truncation: when prompt plus the longer completion exceeds ``max_length``, the
+    prompt keeps its last ``max_prompt_length`` tokens; if that is still too long, both completions
+    keep their first ``max_length - max_prompt_length`` tokens."""
+    if max_length is None:
+        return prompt, chosen, rejected
+    longer = max(len(chosen), len(rejected))
+    if max_prompt_length is not None and len(prompt) + longer > max_length:
+        prompt = prompt[-max_prompt_length:]
+    if len(prompt) + longer > max_length:
+        keep = max_length - (max_prompt_length if max_prompt_length is not None else len(prompt))
+        chosen, rejected = chosen[:keep], rejected[:keep]
+    return prompt, chosen, rejected
+
+
 # ---------------------------------------------------------------------------------- stages
 
 
 class Context:
-    """What the stages share: the recipe, the output folder, the model paths resolved by
-    :func:`~simhub.training.config.check_resources` and lazily loaded dialogues."""
+    """What the stages share: the recipe, the output folder, resolved model paths, the reward
+    profile (already provisioned) and the dialogues of each split, loaded once."""
 
-    def __init__(self, recipe: TrainRecipe, output_dir: Path, resume: bool, resolved: dict[str, str]):
-        self.recipe = recipe
-        self.output_dir = output_dir
-        self.resume = resume
-        self.resolved = resolved
-        self._dialogues: dict[str, Dialogue] | None = None
+    def __init__(self, recipe: TrainRecipe, output_dir: Path, resume: bool, resolved: dict[str, str], profile: Profile):
+        self.recipe, self.output_dir, self.resume, self.resolved, self.profile = recipe, output_dir, resume, resolved, profile
+        self._dialogues: dict[str, list[Dialogue]] = {}
 
     @property
     def base_model(self) -> str:
-        """The resolved base model (folder or Hub id) that every stage loads the SFT adapter onto."""
         return self.resolved["base_model"]
 
     @property
     def sft_adapter(self) -> str:
-        """The resolved SFT adapter (folder or Hub id)."""
         return self.resolved["sft_adapter"]
 
-    @property
-    def dialogues(self) -> dict[str, Dialogue]:
-        if self._dialogues is None:
-            from simhub.training.data import load_split
+    def dialogues(self, split: str) -> list[Dialogue]:
+        """The DPO dialogues of ``split`` (train or val): the first int(subsample·n) of the recipe's split."""
+        if split not in self._dialogues:
+            from simhub.training.data import head_fraction, load_split
 
-            data = load_split(self.recipe.data, self.recipe.train_split, self.recipe.max_train_dialogues)
-            self._dialogues = {d.id: d for d in data}
-        return self._dialogues
+            name = self.recipe.train_split if split == "train" else self.recipe.eval_split
+            limit = self.recipe.max_train_dialogues if split == "train" else self.recipe.max_eval_dialogues
+            self._dialogues[split] = head_fraction(load_split(self.recipe.data, name, limit), self.recipe.dpo.subsample)
+        return self._dialogues[split]
+
+    def by_id(self, split: str) -> dict[str, Dialogue]:
+        return {d.id: d for d in self.dialogues(split)}
 
     def path(self, stage: str) -> Path:
         return self.output_dir / ARTIFACTS[stage]
 
+    def simulator(self):
+        """The sampling policy: the SFT student, through the simulators."""
+        from simhub.config import SimulatorConfig
+        from simhub.models import LoadOptions
+        from simhub.simulation.model import ModelSimulator
 
-def generation_targets(ctx: Context) -> list[tuple[Dialogue, int]]:
-    """``(dialogue, student turn index)`` to sample for: a seeded subsample, first turns skipped."""
-    from simhub.training.data import subsample
-
-    dpo = ctx.recipe.dpo
-    chosen = subsample(list(ctx.dialogues.values()), dpo.subsample, ctx.recipe.seed)
-    return [(d, i) for d in chosen for i in d.student_turn_indices() if i >= dpo.skip_turns]
-
-
-def _sample_transformers(ctx: Context, prompts: list[list[dict]]) -> list[list[str]]:
-    from tqdm.auto import tqdm
-
-    from simhub.backends.hf import ModelRef, load_causal_lm
-    from simhub.prompts import strip_end_marker
-
-    recipe, dpo = ctx.recipe, ctx.recipe.dpo
-    ref = ModelRef(ctx.base_model, adapter=ctx.sft_adapter, revision=recipe.base_model_revision)
-    lm = load_causal_lm(ref, dtype="bfloat16" if recipe.bf16 else None, batch_size=dpo.generation_batch_size)
-    ids = [lm.chat_ids(p) for p in prompts]
-    out: list[list[str]] = []
-    # One lm.generate call per batch, for the progress bar; seed + start is the seed one call would use.
-    for start in tqdm(range(0, len(ids), lm.batch_size), desc="generate", unit="batch"):
-        texts = lm.generate(ids[start : start + lm.batch_size], dpo.max_new_tokens, temperature=dpo.temperature,
-                            top_p=dpo.top_p, n=dpo.num_candidates, seed=recipe.seed + start)
-        out.extend([strip_end_marker(t)[0] for t in group] for group in texts)
-    return out
+        recipe = self.recipe
+        config = SimulatorConfig(model=self.base_model, adapter=self.sft_adapter, revision=recipe.base_model_revision,
+                                 backend=recipe.dpo.backend, persona=recipe.persona)  # type: ignore[arg-type]
+        options = LoadOptions(backend=recipe.dpo.backend, batch_size=recipe.dpo.generation_batch_size,
+                              dtype="bfloat16" if recipe.bf16 else None, vllm=self.profile.serving.vllm)
+        return ModelSimulator("dpo-policy", config, options)
 
 
-def _sample_vllm(ctx: Context, prompts: list[list[dict]]) -> list[list[str]]:
-    vllm = require("vllm", "vllm")
-    peft = require("peft", "train")
-    from vllm.lora.request import LoRARequest
+def generation_targets(ctx: Context, split: str, simulator) -> tuple[list, int]:
+    """Targets to sample for in ``split``, and how many turns were skipped for a long prompt."""
+    from simhub.simulation import Target
 
-    from simhub.prompts import strip_end_marker
-
-    recipe, dpo = ctx.recipe, ctx.recipe.dpo
-    # The same base and adapter as stage_train (a Hub-id adapter works too: PeftConfig fetches its config).
-    rank = peft.PeftConfig.from_pretrained(ctx.sft_adapter).r
-    llm = vllm.LLM(model=ctx.base_model, revision=recipe.base_model_revision, enable_lora=True,
-                   max_lora_rank=rank, seed=recipe.seed)
-    params = vllm.SamplingParams(n=dpo.num_candidates, temperature=dpo.temperature, top_p=dpo.top_p,
-                                 max_tokens=dpo.max_new_tokens, seed=recipe.seed)
-    outputs = llm.chat(prompts, params, lora_request=LoRARequest("sft", 1, ctx.sft_adapter))
-    return [[strip_end_marker(c.text)[0] for c in o.outputs] for o in outputs]
+    dpo, limit = ctx.recipe.dpo, ctx.recipe.max_prompt_chars
+    targets, long = [], 0
+    for d in ctx.dialogues(split):
+        for i in d.student_turn_indices():
+            if i < dpo.skip_turns:
+                continue
+            target = Target(d, i)
+            if len(simulator.prompt_text(target)) >= limit:
+                long += 1
+                continue
+            targets.append(target)
+    return targets, long
 
 
 def stage_generate(ctx: Context) -> list[dict]:
-    from simhub.prompts import student_messages
+    from simhub.models import Sampling
 
-    targets = generation_targets(ctx)
-    if not targets:
-        raise ConfigError("dpo: no student turns to sample (subsample too small or all turns skipped)")
-    prompts = [student_messages(d, upto=i, persona=ctx.recipe.persona) for d, i in targets]
-    _log(f"generate: {len(targets)} student turns × {ctx.recipe.dpo.num_candidates} candidates "
-         f"({ctx.recipe.dpo.backend})")
-    sample = _sample_vllm if ctx.recipe.dpo.backend == "vllm" else _sample_transformers
-    texts = sample(ctx, prompts)
-    return [{"dialogue_id": d.id, "turn_index": i, "candidates": dedup(group)}
-            for (d, i), group in zip(targets, texts, strict=True)]
+    dpo, recipe = ctx.recipe.dpo, ctx.recipe
+    simulator = ctx.simulator()
+    records = []
+    for split in DPO_SPLITS:
+        targets, long = generation_targets(ctx, split, simulator)
+        _log(f"generate {split}: {len(targets)} student turns × {dpo.num_candidates} candidates ({dpo.backend}); "
+             f"{long} turns skipped for prompts of {recipe.max_prompt_chars}+ characters")
+        sampling = Sampling(temperature=dpo.temperature, top_p=dpo.top_p, max_tokens=dpo.max_new_tokens,
+                            n=dpo.num_candidates, seed=recipe.seed)
+        results = simulator.simulate(targets, sampling, progress=True)
+        records += [{"split": split, "dialogue_id": t.dialogue.id, "turn_index": t.turn_index,
+                     "candidates": dedup([c.text for c in r.candidates])} for t, r in zip(targets, results, strict=True)]
+    if not any(r["split"] == "train" for r in records):
+        raise ConfigError("dpo: no student turns to sample (subsample too small or all turns skipped)",
+                          field="dpo.subsample")
+    return records
 
 
 def reward_metrics(ctx: Context, configured: Sequence[str]) -> list[str]:
@@ -194,49 +211,49 @@ def reward_metrics(ctx: Context, configured: Sequence[str]) -> list[str]:
     missing = [m for m in chosen if m not in configured]
     if missing:
         raise ConfigError(f"dpo.reward_metrics: {', '.join(missing)} not configured in profile "
-                          f"{ctx.recipe.dpo.scoring_profile!r}")
+                          f"{ctx.profile.name!r}", field="dpo.reward_metrics")
     return list(chosen)
 
 
 def stage_score(ctx: Context) -> list[dict]:
-    from simhub.profiles import load_profile, scorer_config
-    from simhub.scoring import ScoreItem, Scorer
+    """Scores every candidate of a split together (the knowledge cutoffs come from that set, as in the
+    reference) and averages the reward metrics."""
+    from simhub.metrics import ScoreItem
+    from simhub.scoring import Scorer
 
     records = list(iter_jsonl(ctx.path("generate"), type=dict))
-    scorer = Scorer(scorer_config(load_profile(ctx.recipe.dpo.scoring_profile)))
+    scorer = Scorer.from_profile(ctx.profile, mode="benchmark")
     metrics = reward_metrics(ctx, scorer.metrics)
-    items, where = [], []
-    for r, rec in enumerate(records):
-        dialogue = ctx.dialogues[rec["dialogue_id"]]
-        for c, text in enumerate(rec["candidates"]):
-            items.append(ScoreItem(dialogue, rec["turn_index"], text))
-            where.append((r, c))
-    _log(f"score: {len(items)} candidates with {', '.join(metrics)}")
-    result = scorer.score(items, metrics, progress=True)
-    out = [{"dialogue_id": rec["dialogue_id"], "turn_index": rec["turn_index"],
+    out = [{**{k: rec[k] for k in ("split", "dialogue_id", "turn_index")},
             "candidates": [{"text": t} for t in rec["candidates"]]} for rec in records]
-    for (r, c), item in zip(where, result.items, strict=True):
-        scores = {m: item.scores.get(m) for m in metrics}
-        out[r]["candidates"][c].update(scores=scores, reward=mean_reward(scores, metrics))
+    for split in DPO_SPLITS:
+        dialogues = ctx.by_id(split)
+        items, where = [], []
+        for r, rec in enumerate(records):
+            if rec["split"] != split:
+                continue
+            for c, text in enumerate(rec["candidates"]):
+                items.append(ScoreItem(dialogues[rec["dialogue_id"]], rec["turn_index"], text))
+                where.append((r, c))
+        if not items:
+            continue
+        _log(f"score {split}: {len(items)} candidates with {', '.join(metrics)}")
+        result = scorer.score(items, metrics, progress=True)
+        for (r, c), item in zip(where, result.items, strict=True):
+            scores = {m: item.scores.get(m) for m in metrics}
+            out[r]["candidates"][c].update(scores=scores, reward=mean_reward(scores, metrics))
     return out
 
 
 def stage_pairs(ctx: Context) -> list[dict]:
     dpo = ctx.recipe.dpo
     scored = list(iter_jsonl(ctx.path("score"), type=dict))
-    pairs = make_pairs(scored, dpo.epsilon, dpo.max_pairs_per_turn, dpo.skip_turns)
-    _log(f"pairs: {len(pairs)} preference pairs (gap > {dpo.epsilon})")
+    pairs = []
+    for split in DPO_SPLITS:
+        found = make_pairs([s for s in scored if s["split"] == split], dpo.epsilon, dpo.max_pairs_per_turn, dpo.skip_turns)
+        pairs += [{"split": split, **p} for p in found]
+        _log(f"pairs {split}: {len(found)} preference pairs (gap > {dpo.epsilon})")
     return pairs
-
-
-def split_pairs(pairs: list[dict], fraction: float, seed: int) -> tuple[list[dict], list[dict]]:
-    """Hold out the pairs of a seeded ``fraction`` of dialogues for validation loss."""
-    import random
-
-    ids = sorted({p["dialogue_id"] for p in pairs})
-    n = round(fraction * len(ids)) if len(ids) > 1 else 0
-    held = set(random.Random(seed).sample(ids, n))
-    return [p for p in pairs if p["dialogue_id"] not in held], [p for p in pairs if p["dialogue_id"] in held]
 
 
 def stage_train(ctx: Context) -> dict:
@@ -245,35 +262,52 @@ def stage_train(ctx: Context) -> dict:
     from transformers import set_seed
     from trl import DPOConfig, DPOTrainer
 
+    from simhub.models.refs import load_tokenizer
     from simhub.prompts import student_messages
-    from simhub.training.train import last_checkpoint, load_base, load_tokenizer, save_run, training_arguments
+    from simhub.training.common import last_checkpoint, load_base, save_run, training_arguments
 
     recipe, dpo, out = ctx.recipe, ctx.recipe.dpo, ctx.output_dir
     pairs = list(iter_jsonl(ctx.path("pairs"), type=dict))
-    if not pairs:
-        raise ConfigError("dpo: no preference pairs (every gap was below dpo.epsilon); nothing to train")
-    train_pairs, eval_pairs = split_pairs(pairs, dpo.eval_fraction, recipe.seed)
+    train_pairs = [p for p in pairs if p["split"] == "train"]
+    eval_pairs = [p for p in pairs if p["split"] == "val"]
+    if not train_pairs:
+        raise ConfigError("dpo: no training preference pairs (every gap was at most dpo.epsilon); nothing to train",
+                          field="dpo.epsilon")
 
-    def rows(ps):
-        return [{"prompt": student_messages(ctx.dialogues[p["dialogue_id"]], upto=p["turn_index"],
-                                            persona=recipe.persona),
+    def rows(ps, split):
+        dialogues = ctx.by_id(split)
+        return [{"prompt": student_messages(dialogues[p["dialogue_id"]], upto=p["turn_index"], persona=recipe.persona),
                  "chosen": [{"role": "assistant", "content": p["chosen"]}],
                  "rejected": [{"role": "assistant", "content": p["rejected"]}]} for p in ps]
 
     from datasets import Dataset
 
+    class TruncatingDPOTrainer(DPOTrainer):
+        """trl's DPO with the paper's (older trl's) prompt-then-completion truncation."""
+
+        def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
+            dataset = super()._prepare_dataset(dataset, processing_class, args, dataset_name)
+
+            def cut(example):
+                p, c, r = truncate_pair(example["prompt_ids"], example["chosen_ids"], example["rejected_ids"],
+                                        dpo.max_prompt_length, dpo.max_length)
+                return {"prompt_ids": p, "chosen_ids": c, "rejected_ids": r}
+
+            return dataset.map(cut)
+
     set_seed(recipe.seed)
-    tokenizer = load_tokenizer(ctx.sft_adapter)
+    tokenizer = load_tokenizer(ctx.sft_adapter, fallback=ctx.base_model)
     # The SFT adapter is trained further; trl copies it as the frozen "ref" adapter (the reference policy).
     model = PeftModel.from_pretrained(load_base(recipe, ctx.base_model), ctx.sft_adapter, is_trainable=True)
     checkpoint = last_checkpoint(out / "dpo", ctx.resume)
+    # trl's own truncation is off: truncate_pair has already applied the paper's.
     args = training_arguments(recipe, out / "dpo", bool(eval_pairs), cls=DPOConfig, beta=dpo.beta,
-                              max_length=dpo.max_length, prediction_loss_only=True)
-    trainer = DPOTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows(train_pairs)),
-                         eval_dataset=Dataset.from_list(rows(eval_pairs)) if eval_pairs else None,
-                         processing_class=tokenizer)
+                              max_length=None, prediction_loss_only=True)
+    trainer = TruncatingDPOTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows(train_pairs, "train")),
+                                   eval_dataset=Dataset.from_list(rows(eval_pairs, "val")) if eval_pairs else None,
+                                   processing_class=tokenizer)
     result = trainer.train(resume_from_checkpoint=checkpoint)
-    results: dict[str, Any] = {"kind": "student-dpo", "train_loss": result.training_loss,
+    results: dict[str, Any] = {"kind": "student-dpo", "train_loss": result.training_loss, "persona": recipe.persona,
                                "global_step": result.global_step, "pairs": len(pairs),
                                "train_pairs": len(train_pairs), "eval_pairs": len(eval_pairs),
                                "best_model_checkpoint": trainer.state.best_model_checkpoint}
@@ -282,7 +316,8 @@ def stage_train(ctx: Context) -> dict:
         results.update({k: v for k, v in metrics.items() if isinstance(v, int | float) and not math.isnan(v)})
     if trainer.is_world_process_zero():
         save_run(trainer, tokenizer, out, recipe, ctx.resolved,
-                 {"pairs": len(pairs), "train_pairs": len(train_pairs), "eval_pairs": len(eval_pairs)})
+                 {"pairs": len(pairs), "train_pairs": len(train_pairs), "eval_pairs": len(eval_pairs),
+                  "reward_profile": ctx.profile.source or ctx.profile.name})
     return results
 
 
@@ -295,15 +330,19 @@ STAGE_FUNCTIONS: dict[str, Callable[[Context], Any]] = {
 }
 
 
-def run_dpo(recipe: TrainRecipe, output_dir: str | os.PathLike[str], resume: bool = False,
+def run_dpo(recipe: TrainRecipe, output_dir: str | os.PathLike[str], profile: Profile, resume: bool = False,
             until: str = "train") -> dict:
-    """Run the stages whose artifacts are missing, in order, up to and including ``until``."""
+    """Run the stages whose artifacts are missing, in order, up to and including ``until``.
+
+    ``profile`` gives the reward models (the recipe's ``dpo.scoring_profile``, already provisioned
+    by the caller).
+    """
+    from simhub.training.common import release_models, write_json
     from simhub.training.config import check_resources
-    from simhub.training.train import release_models, write_json
 
     if until not in STAGES:
-        raise ConfigError(f"--until: {until!r} is not one of {', '.join(STAGES)}")
-    ctx = Context(recipe, Path(output_dir), resume, check_resources(recipe))
+        raise ConfigError(f"until: {until!r} is not one of {', '.join(STAGES)}", field="until")
+    ctx = Context(recipe, Path(output_dir), resume, check_resources(recipe), profile)
     ctx.output_dir.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {}
     for stage in STAGES[: STAGES.index(until) + 1]:
@@ -314,8 +353,8 @@ def run_dpo(recipe: TrainRecipe, output_dir: str | os.PathLike[str], resume: boo
             continue
         result = STAGE_FUNCTIONS[stage](ctx)
         if stage in ("generate", "score"):
-            # The policy (generate) and the metric models (score) are cached per process: free them
-            # so that the later stages, above all DPO training, have the accelerator to themselves.
+            # The policy (generate) and the metric models (score) are cached per process: free them so
+            # that the later stages, above all DPO training, have the accelerator to themselves.
             release_models()
         if stage == "train":
             write_json(path, result)

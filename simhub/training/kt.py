@@ -1,5 +1,8 @@
 """LLMKT training: BCE of the mean P(True) over a tutor turn's KCs against the next student turn's correctness.
 
+The paper trains the KT model at a constant learning rate with no warm-up (SPEC §8): the KT recipes
+say so (``lr_scheduler_type: constant``, ``warmup_ratio: 0``).
+
 The batch is exactly what the ``knowledge`` metric reads: packed prompts from
 :func:`~simhub.metrics.knowledge.build_kt_prompt`, collated by
 :func:`~simhub.metrics.knowledge.collate_packed` (4-D mask, restarted positions), and the answer
@@ -10,9 +13,12 @@ Only the readout positions go through the LM head (``logits_to_keep``), which ke
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from simhub.metrics.knowledge import KTPrompt, collate_packed, true_false_ids
+from simhub.training.config import TrainRecipe
 
 
 class KTCollator:
@@ -78,3 +84,52 @@ def make_kt_trainer_class():
             return (loss, {"p_true": p.detach()}) if return_outputs else loss
 
     return KTTrainer
+
+
+def evaluate_kt(trainer, dataset) -> dict:
+    import numpy as np
+
+    trainer.args.prediction_loss_only = False
+    out = trainer.predict(dataset, metric_key_prefix="eval")
+    p = np.asarray(out.predictions, dtype=np.float64).ravel()
+    y = np.asarray(out.label_ids, dtype=np.float64).ravel()
+    auc = None
+    if 0 < y.sum() < len(y):
+        from sklearn.metrics import roc_auc_score
+
+        auc = float(roc_auc_score(y, p))
+    return {"auc": auc, "accuracy": float(((p >= 0.5) == (y >= 0.5)).mean()) if len(y) else None,
+            "eval_loss": out.metrics.get("eval_loss"), "count": len(y), "positive_rate": float(y.mean()) if len(y) else None}
+
+
+def write_kt_cutoffs(output_dir: Path, dialogues, recipe: TrainRecipe) -> dict:
+    """Service-mode cutoffs of the freshly trained KT model, from real deltas of the validation split.
+
+    Loads the saved adapter, so the caller must have dropped the trainer's copy of the model first.
+    """
+    from simhub.config import ModelRef
+    from simhub.metrics.knowledge import KT_CUTOFFS_FILE, KnowledgeTracer
+    from simhub.models import LoadOptions, load_lm
+    from simhub.scoring.cutoffs import reference_cutoffs
+
+    source = f"{recipe.data} split {recipe.eval_split}"
+    lm = load_lm(ModelRef(model=str(output_dir)), LoadOptions(batch_size=recipe.per_device_eval_batch_size))
+    tracer = KnowledgeTracer(lm, persona=recipe.persona if recipe.persona != "profile" else "none")
+    cutoffs, n = reference_cutoffs(tracer, dialogues, output_dir / KT_CUTOFFS_FILE,
+                                   {"source": source, "model": str(output_dir)}, where=source)
+    return {"cutoffs": [float(c) for c in cutoffs], "n_deltas": n}
+
+
+def train_kt(recipe: TrainRecipe, output_dir: str | os.PathLike[str], resume: bool = False) -> dict:
+    from simhub.training.common import run_supervised, torch_dtype
+    from simhub.training.data import build_kt_examples
+
+    persona = "ocean" if recipe.persona == "ocean" else "none"
+    return run_supervised(
+        recipe, output_dir, resume,
+        build=lambda tok, ds: build_kt_examples(tok, ds, recipe.max_prompt_chars, persona),
+        trainer_cls=make_kt_trainer_class(), collator=lambda tok: KTCollator(tok, torch_dtype(recipe)),
+        evaluate=lambda trainer, items, tok: evaluate_kt(trainer, items),
+        after=(lambda out, dialogues: {"kt_cutoffs": write_kt_cutoffs(Path(out), dialogues, recipe)})
+        if recipe.kt_cutoffs else None,
+    )

@@ -1,0 +1,8 @@
+"""``python -m simhub``: the command line."""
+
+import sys
+
+from simhub.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,452 @@
+"""Profiles and model references, parsed once into typed structs.
+
+A profile is a YAML file naming the models behind each metric, the simulators a user can run and
+the service settings. It is given by name (shipped in ``simhub/resources/profiles``) or by path,
+and may start from another with ``extends: NAME_OR_PATH``: mappings merge key by key (the
+extending file wins), so a user adds one simulator without copying the paper profile. A key set to
+``null`` removes what the base defined. Unknown keys are errors that name the YAML path and the
+closest known key.
+
+Model references are strings as a user writes them: a folder, a Hub id, or (resolved by
+:mod:`simhub.provision`, the only module that builds models) ``tiny:NAME`` for the tiny kit,
+``demo:NAME`` for a demo adapter trained on the sample corpus, and ``random-lora:NAME`` for a
+random LoRA. Nothing below provisioning sees anything but concrete references.
+
+Nobody else reads profile dicts: every other module receives these structs.
+"""
+
+from __future__ import annotations
+
+import os
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+import yaml
+
+from simhub.errors import ConfigError, UnknownNameError, did_you_mean
+
+RESOURCES = Path(__file__).parent / "resources"
+PROFILE_DIR = RESOURCES / "profiles"
+RECIPE_DIR = RESOURCES / "recipes"
+
+#: Schemes of model references that only provisioning can turn into folders.
+PROVISIONED_SCHEMES = ("tiny:", "demo:", "random-lora:")
+
+
+def simhub_home() -> Path:
+    """Where simhub keeps built models and caches (``$SIMHUB_HOME``, default ``~/.cache/simhub``)."""
+    return Path(os.environ.get("SIMHUB_HOME") or Path.home() / ".cache" / "simhub")
+
+
+def cache_dir(kind: str) -> Path:
+    """The default content-addressed cache of ``kind`` (``judge``, ``generations``...) under ``$SIMHUB_HOME``."""
+    return simhub_home() / "cache" / kind
+
+
+# ---------------------------------------------------------------------------------- YAML
+
+
+def load_yaml_mapping(path: Path, kind: str) -> dict[str, Any]:
+    """The mapping in ``path``; invalid YAML or a non-mapping raises ConfigError naming the file."""
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML ({exc})", field=str(path)) from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the {kind} ({exc.strerror})", field=str(path)) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a {kind} must be a mapping", field=str(path))
+    return data
+
+
+# ---------------------------------------------------------------------------------- structs
+
+
+class _Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """Base of every profile section: keyword-only, frozen, unknown keys rejected."""
+
+
+class ModelRef(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """Where a model comes from: a folder or Hub id, an optional LoRA adapter, pinned revisions.
+
+    In YAML a bare string means ``{model: STRING}``.
+    """
+
+    model: str
+    adapter: str | None = None
+    revision: str | None = None
+    adapter_revision: str | None = None
+
+    def describe(self) -> dict[str, str]:
+        return {k: v for k, v in msgspec.structs.asdict(self).items() if v is not None}
+
+    def plain(self) -> ModelRef:
+        """Just the reference (subclasses add settings; the model cache keys on the reference alone)."""
+        return ModelRef(model=self.model, adapter=self.adapter, revision=self.revision,
+                        adapter_revision=self.adapter_revision)
+
+    @property
+    def provisioned(self) -> bool:
+        """Whether a reference still needs :mod:`simhub.provision` (``tiny:``/``demo:``/``random-lora:``)."""
+        return any(str(v).startswith(PROVISIONED_SCHEMES) for v in (self.model, self.adapter) if v)
+
+
+class KnowledgeConfig(ModelRef, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """The LLMKT knowledge tracer and where its quantile cutoffs come from.
+
+    ``cutoffs`` applies where one turn is scored at a time (``simhub score``, the service):
+    ``model`` reads ``kt_cutoffs.json`` shipped with the KT model, a path reads that file,
+    ``paper`` computes them from the scored set itself. ``eval_cutoffs`` applies to benchmark runs
+    (``simhub eval``), which score a whole split; the paper's Table 1 computes them from the
+    evaluated set (``paper``).
+    """
+
+    cutoffs: str = "paper"
+    eval_cutoffs: str = "paper"
+    #: The paper's KT model reads the OCEAN persona (it is trained with it).
+    persona: Literal["none", "ocean"] = "ocean"
+
+
+class EndpointSettings(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """How to reach an OpenAI-compatible endpoint (the key is read from ``api_key_env``, never stored)."""
+
+    base_url: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = 120.0
+    max_retries: int = 5
+    concurrency: int = 8
+    #: Cache answers on disk (content-addressed; default under ``$SIMHUB_HOME/cache``).
+    cache: bool = True
+    cache_dir: str | None = None
+    #: Send large jobs through the OpenAI Batch API (half the price, answers within 24 h).
+    batch_api: bool = False
+
+
+class JudgeConfig(ModelRef, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """The correctness/errors judge: a local causal LM (``kind: local``) choosing among the allowed
+    verdicts, or an OpenAI-compatible chat model (``kind: openai``) as in the paper."""
+
+    kind: Literal["local", "openai"] = "local"
+    endpoint: EndpointSettings = msgspec.field(default_factory=EndpointSettings)
+    reasoning_effort: str | None = None
+    temperature: float | None = None
+    max_completion_tokens: int | None = None
+
+
+class EmbedderConfig(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """The sentence-embedding model of ``cosine`` (``minilm`` is the packaged all-MiniLM-L6-v2)."""
+
+    model: str = "minilm"
+    batch_size: int = 64
+
+
+class MetricModels(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """The model behind each model-backed metric; a metric whose entry is absent is not configured."""
+
+    acts: ModelRef | None = None
+    judge: JudgeConfig | None = None
+    knowledge: KnowledgeConfig | None = None
+    cosine: EmbedderConfig | None = None
+    tutor_response: ModelRef | None = None
+
+
+class CandidateRules(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """What happens to a simulated turn before it is scored (the reference: marker removed, cut to
+    500 characters, not stripped; empty candidates are scored)."""
+
+    max_chars: int = 500
+    #: ``remove``: delete every end-of-dialogue marker (the reference); ``cut``: drop the marker
+    #: and everything after it.
+    end_marker: Literal["remove", "cut"] = "remove"
+
+
+class VLLMOptions(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """vLLM engine options; ``extra`` goes to the engine arguments as is (e.g. ``tensor_parallel_size``,
+    ``data_parallel_size`` to use several GPUs)."""
+
+    gpu_memory_utilization: float = 0.3
+    max_model_len: int = 4096
+    max_lora_rank: int = 32
+    max_loras: int = 4
+    enforce_eager: bool = True
+    dtype: str = "auto"
+    seed: int = 0
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class ScoringConfig(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    device: str | None = None
+    #: Backend of the local metric models: ``transformers`` or ``vllm``.
+    backend: Literal["transformers", "vllm"] = "transformers"
+    batch_size: int = 16
+    chunk_size: int = 128
+    #: Adapters on one base share one loaded base (switched per call); false merges each adapter
+    #: into its own copy of the base, which is faster for tiny models and costs memory for large ones.
+    share_base: bool = True
+    candidates: CandidateRules = msgspec.field(default_factory=CandidateRules)
+    metrics: MetricModels = msgspec.field(default_factory=MetricModels)
+
+
+Persona = Literal["none", "ocean", "profile"]
+BaselineStyle = Literal["zero-shot", "ocean", "icl", "reasoning", "oracle"]
+
+
+class _ModelBacked(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """A local model (base plus optional LoRA, on transformers or vLLM) or, with ``kind: openai``,
+    any OpenAI-compatible chat endpoint (``model`` is then the endpoint's model name)."""
+
+    kind: Literal["model", "openai"] = "model"
+    model: str
+    adapter: str | None = None
+    revision: str | None = None
+    adapter_revision: str | None = None
+    backend: Literal["transformers", "vllm"] | None = None
+    endpoint: EndpointSettings = msgspec.field(default_factory=EndpointSettings)
+    temperature: float | None = None
+    max_tokens: int | None = None
+    description: str | None = None
+
+    def ref(self) -> ModelRef:
+        return ModelRef(model=self.model, adapter=self.adapter, revision=self.revision,
+                        adapter_revision=self.adapter_revision)
+
+
+class SimulatorConfig(_ModelBacked, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """One simulated student. With ``kind: openai`` the endpoint is prompted in simhub's student chat
+    format or, with ``baseline:``, as one of the paper's prompted baselines."""
+
+    #: What the prompt says about the student. The paper's fine-tuned students see nothing (``none``).
+    persona: Persona = "none"
+    baseline: BaselineStyle | None = None
+    reasoning_effort: str | None = None
+
+
+class BaselinesConfig(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """The paper's five prompted baselines (``baseline:zero-shot`` ... ``baseline:oracle``), present
+    in every profile. Defaults are the paper's models and decoding; ``SIMHUB_BASELINE_BASE_URL``
+    and ``SIMHUB_BASELINE_API_KEY`` override the endpoint."""
+
+    endpoint: EndpointSettings = msgspec.field(
+        default_factory=lambda: EndpointSettings(base_url="https://api.openai.com/v1", api_key_env="OPENAI_API_KEY"))
+    model: str = "gpt-4.1"
+    reasoning_model: str = "gpt-5-mini"
+    #: Embedder of the free-text profiles for ICL retrieval (the paper: Qwen3-Embedding-8B).
+    embedder: str = "minilm"
+    #: Training dialogues the ICL baseline retrieves its example from (JSONL); None: the sample corpus.
+    icl_pool: str | None = None
+
+
+class TutorConfig(_ModelBacked, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """A tutor for dialogue rollouts: a local tutor model or an OpenAI-compatible endpoint."""
+
+
+class Limits(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """One set of request limits, the same for HTTP and the command line."""
+
+    max_items: int = 64
+    max_dialogues: int = 32
+    max_turns: int = 200
+    #: Longest candidate accepted (longer ones are a per-item error; scoring cuts to
+    #: ``scoring.candidates.max_chars`` anyway).
+    max_candidate_chars: int = 20_000
+    max_body_bytes: int = 2_000_000
+    max_request_chars: int = 400_000
+    max_n: int = 8
+    max_tokens: int = 1024
+    max_json_depth: int = 32
+
+
+class ServingConfig(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    host: str = "127.0.0.1"
+    port: int = 8000
+    #: Default backend of local simulators.
+    backend: Literal["transformers", "vllm"] = "transformers"
+    vllm: VLLMOptions = msgspec.field(default_factory=VLLMOptions)
+    limits: Limits = msgspec.field(default_factory=Limits)
+    preload: bool = True
+    rate_limit_per_minute: int = 0
+    queue_size: int = 1024
+    request_timeout_s: float = 120.0
+    batch_window_ms: float = 5.0
+    max_batch_items: int = 256
+    retry_after_s: int = 1
+    log_json: bool = True
+    #: How ``/v1/chat/completions`` reads roles by default: ``student`` (assistant = the student,
+    #: user = the tutor) or ``user_proxy`` (user = the student's own earlier turns, assistant = the tutor).
+    chat_roles: Literal["student", "user_proxy"] = "student"
+
+
+class Profile(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    name: str
+    description: str | None = None
+    scoring: ScoringConfig = msgspec.field(default_factory=ScoringConfig)
+    simulators: dict[str, SimulatorConfig] = msgspec.field(default_factory=dict)
+    baselines: BaselinesConfig = msgspec.field(default_factory=BaselinesConfig)
+    tutors: dict[str, TutorConfig] = msgspec.field(default_factory=dict)
+    serving: ServingConfig = msgspec.field(default_factory=ServingConfig)
+    #: Where the profile was read from (a shipped name or a path), and what it extends.
+    source: str | None = None
+    extends: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self)
+
+
+# ---------------------------------------------------------------------------------- checking
+
+#: Fields whose YAML may be a bare string standing for ``{model: STRING}``.
+_STRING_SHORTHAND = (ModelRef, EmbedderConfig, _ModelBacked)
+
+
+def _struct_of(tp: Any) -> type | None:
+    """The Struct type inside ``tp`` (``X`` or ``X | None``), if any."""
+    if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
+        return tp
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        for arg in typing.get_args(tp):
+            if isinstance(arg, type) and issubclass(arg, msgspec.Struct):
+                return arg
+    return None
+
+
+def _normalise(value: Any, tp: Any, path: str, where: str) -> Any:
+    """Check keys (with did-you-mean) and expand string shorthands, before msgspec converts types."""
+    struct = _struct_of(tp)
+    if struct is not None:
+        if isinstance(value, str) and issubclass(struct, _STRING_SHORTHAND):
+            return {"model": value}
+        if not isinstance(value, dict):
+            return value  # msgspec reports the type error with its path
+        hints = typing.get_type_hints(struct)
+        names = [f.name for f in msgspec.structs.fields(struct)]
+        out = {}
+        for key, item in value.items():
+            if key not in names:
+                at = f"{path}.{key}" if path else str(key)
+                raise ConfigError(f"{where}: {at}: unknown key{did_you_mean(str(key), names)}; "
+                                  f"allowed: {', '.join(names)}", field=at)
+            out[key] = _normalise(item, hints[key], f"{path}.{key}" if path else key, where)
+        return out
+    if typing.get_origin(tp) is dict and isinstance(value, dict):
+        inner = typing.get_args(tp)[1]
+        return {k: _normalise(v, inner, f"{path}.{k}", where) for k, v in value.items() if v is not None}
+    return value
+
+
+def _merge(base: dict, override: dict) -> dict:
+    """``override`` on top of ``base``: mappings merge recursively, ``None`` deletes, the rest replaces."""
+    out = dict(base)
+    for key, value in override.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def available_profiles() -> list[str]:
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+
+
+def profile_path(name_or_path: str | os.PathLike[str], relative_to: Path | None = None) -> Path:
+    """The file of a shipped profile name or a path (relative paths may be taken from ``relative_to``)."""
+    text = str(name_or_path)
+    candidates = [Path(text)]
+    if relative_to is not None:
+        candidates.insert(0, relative_to / text)
+    for path in candidates:
+        if path.is_file():
+            return path
+    shipped = PROFILE_DIR / f"{text}.yaml"
+    if shipped.is_file():
+        return shipped
+    raise UnknownNameError("profile", text, available_profiles(), field="profile")
+
+
+def _raw_profile(name_or_path: str | os.PathLike[str], seen: tuple[Path, ...] = (),
+                 relative_to: Path | None = None) -> tuple[dict, Path]:
+    path = profile_path(name_or_path, relative_to).resolve()
+    if path in seen:
+        chain = " -> ".join(p.name for p in (*seen, path))
+        raise ConfigError(f"{path}: extends itself ({chain})", field="extends")
+    data = load_yaml_mapping(path, "profile")
+    parent = data.pop("extends", None)
+    if parent is not None:
+        if not isinstance(parent, str):
+            raise ConfigError(f"{path}: extends must be a profile name or path", field="extends")
+        base, _ = _raw_profile(parent, (*seen, path), path.parent)
+        base.pop("name", None)
+        base.pop("description", None)
+        data = _merge(base, data)
+        data["extends"] = parent
+    return data, path
+
+
+def load_profile(name_or_path: str | os.PathLike[str], *, environ: typing.Mapping[str, str] | None = None) -> Profile:
+    """Read, merge (``extends``), check and type a profile; apply the endpoint overrides of the
+    environment (``SIMHUB_JUDGE_BASE_URL``, ``SIMHUB_BASELINE_BASE_URL``)."""
+    data, path = _raw_profile(name_or_path)
+    is_shipped = path.parent == PROFILE_DIR.resolve()
+    data.setdefault("name", path.stem)
+    data["source"] = path.stem if is_shipped else str(path)
+    where = str(path)
+    checked = _normalise(data, Profile, "", where)
+    try:
+        profile = msgspec.convert(checked, Profile)
+    except msgspec.ValidationError as exc:
+        at = str(exc).rsplit("at `$", 1)[-1].rstrip("`").lstrip(".") if "at `$" in str(exc) else None
+        raise ConfigError(f"{where}: {exc}", field=at or None) from None
+    return apply_environment(profile, os.environ if environ is None else environ)
+
+
+def apply_environment(profile: Profile, environ: typing.Mapping[str, str]) -> Profile:
+    """Endpoint overrides from the environment: Azure, a proxy or a local server without editing YAML.
+
+    ``SIMHUB_JUDGE_BASE_URL`` replaces the judge's endpoint; ``SIMHUB_BASELINE_BASE_URL`` that of the
+    prompted baselines. Keys are never stored: ``SIMHUB_JUDGE_API_KEY`` and ``SIMHUB_BASELINE_API_KEY``
+    are read when a request is made.
+    """
+    replace = msgspec.structs.replace
+    judge_url = environ.get("SIMHUB_JUDGE_BASE_URL")
+    judge = profile.scoring.metrics.judge
+    if judge_url and judge is not None and judge.kind == "openai":
+        judge = replace(judge, endpoint=replace(judge.endpoint, base_url=judge_url))
+        profile = replace(profile, scoring=replace(profile.scoring, metrics=replace(profile.scoring.metrics, judge=judge)))
+    baseline_url = environ.get("SIMHUB_BASELINE_BASE_URL")
+    if baseline_url:
+        b = profile.baselines
+        profile = replace(profile, baselines=replace(b, endpoint=replace(b.endpoint, base_url=baseline_url)))
+    return profile
+
+
+def parse_section(data: Any, tp: type, where: str, path: str = "") -> Any:
+    """Check and type a YAML fragment as ``tp`` (the same rules as a profile); used for recipes' sections."""
+    checked = _normalise(data, tp, path, where)
+    try:
+        return msgspec.convert(checked, tp)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"{where}: {exc}", field=path or None) from None
+
+
+def provisioned_refs(profile: Profile) -> list[str]:
+    """Every ``tiny:``/``demo:``/``random-lora:`` reference in ``profile`` (what provisioning must build)."""
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            if value.startswith(PROVISIONED_SCHEMES) and value not in found:
+                found.append(value)
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk(msgspec.to_builtins(profile))
+    return found

@@ -1,0 +1,149 @@
+"""The one metric interface.
+
+A metric is one module holding one :class:`Metric` subclass that says:
+
+* which outputs it gives (``outputs``: names, descriptions, null rules, ranges; the judge gives
+  ``correctness`` and ``errors`` from one call);
+* which model it needs (``config_key``: its entry under ``scoring.metrics`` in a profile, or None
+  for none) and how to load it (:meth:`Metric.load`);
+* when it does not apply, and why (:meth:`Metric.skip`, before any model runs);
+* how it scores a batch (:meth:`Metric.score`, called chunk by chunk);
+* what it needs from the whole scored set (:meth:`Metric.finalize`; the knowledge metric bins its
+  deltas with cutoffs of the set) and how it summarises (:meth:`Metric.summary`).
+
+Registering it is one line in :mod:`simhub.metrics.registry`; the Scorer, ``simhub score``,
+``POST /score``, the DPO reward and the ``evaluate`` module all go through the registry.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import msgspec
+import numpy as np
+
+from simhub.config import ScoringConfig
+from simhub.models import LoadOptions
+from simhub.schema import Dialogue, Turn
+
+
+class ScoreItem(msgspec.Struct, forbid_unknown_fields=True):
+    """A real dialogue, the index of a real student turn in it, and the simulated text for that
+    turn; also one line of a ``simhub score`` input file."""
+
+    dialogue: Dialogue
+    turn_index: int
+    candidate: str
+
+    @property
+    def real(self) -> Turn:
+        return self.dialogue.turns[self.turn_index]
+
+    @property
+    def history(self) -> list[Turn]:
+        return self.dialogue.turns[: self.turn_index]
+
+
+@dataclass(frozen=True)
+class Output:
+    """One number a metric reports per item, with its metadata."""
+
+    name: str
+    description: str
+    #: When the value is null, in words (also the reasons used in ``details.null_reasons``).
+    null_rule: str
+    low: float = 0.0
+    high: float = 1.0
+    higher_is_better: bool = True
+    #: 0/1 values (paired comparisons use McNemar's test for these).
+    binary: bool = False
+
+
+@dataclass
+class MetricResult:
+    """One item's outputs from one metric: values (None = null), the reason of each null, details."""
+
+    values: dict[str, float | None] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def null(cls, outputs: Sequence[str], reason: str) -> MetricResult:
+        return cls(dict.fromkeys(outputs), dict.fromkeys(outputs, reason))
+
+
+@dataclass(frozen=True)
+class MetricContext:
+    """What a metric needs besides its own configuration: how to load models and where to cache."""
+
+    load: LoadOptions = field(default_factory=LoadOptions)
+    #: Which knowledge cutoffs apply: ``service`` (one turn at a time: ``cutoffs``) or ``benchmark``
+    #: (a whole split: ``eval_cutoffs``).
+    mode: str = "service"
+
+
+class Metric(ABC):
+    """Base class of the realism metrics; see the module docstring."""
+
+    outputs: ClassVar[tuple[Output, ...]]
+    #: The key of the metric's model under ``scoring.metrics`` (None: the metric needs no model).
+    config_key: ClassVar[str | None] = None
+    #: Whether the metric reads the dialogue, not just the real and simulated texts.
+    needs_dialogue: ClassVar[bool] = True
+
+    def __init__(self, config: Any, context: MetricContext):
+        self.config, self.context = config, context
+
+    @classmethod
+    def from_scoring(cls, scoring: ScoringConfig, context: MetricContext) -> Metric | None:
+        """The metric configured by ``scoring``, or None when its model is not configured."""
+        if cls.config_key is None:
+            return cls(None, context)
+        config = getattr(scoring.metrics, cls.config_key, None)
+        return None if config is None else cls(config, context)
+
+    @classmethod
+    def output_names(cls) -> tuple[str, ...]:
+        return tuple(o.name for o in cls.outputs)
+
+    @property
+    def set_dependent(self) -> bool:
+        """Whether an item's value depends on the other items scored with it (so requests must not be
+        merged, and bootstrap resamples must recompute it)."""
+        return False
+
+    def load(self) -> None:
+        """Load the model now (the service does this before it is ready); scoring loads lazily too."""
+        return None
+
+    def skip(self, item: ScoreItem) -> dict[str, str]:
+        """Null reasons of outputs that do not apply to ``item`` (decided without a model)."""
+        return {}
+
+    @abstractmethod
+    def score(self, items: Sequence[ScoreItem]) -> list[MetricResult]:
+        """Score a chunk of items; every item is one the metric applies to (per :meth:`skip`)."""
+
+    def finalize(self, items: Sequence[ScoreItem], results: list[MetricResult]) -> dict[str, dict[str, Any]]:
+        """Set-level work after every chunk is scored; may fill ``results`` in place. Returns summary
+        extras per output name."""
+        return {}
+
+    def summary(self, values: Sequence[float | None]) -> dict[str, Any]:
+        """Mean, population std and count over the non-null values."""
+        return summarize(values)
+
+    def prompt(self, item: ScoreItem) -> str | None:
+        """The text the metric's model receives for ``item`` (``simhub prompt show``), if any."""
+        return None
+
+
+def summarize(values: Sequence[float | None]) -> dict[str, float | int | None]:
+    """Mean, (population) std and count over the non-null values."""
+    xs = np.array([v for v in values if v is not None], dtype=np.float64)
+    if xs.size == 0:
+        return {"mean": None, "std": None, "count": 0}
+    return {"mean": float(xs.mean()), "std": float(xs.std()), "count": int(xs.size)}

@@ -1,0 +1,282 @@
+"""The transformers backend: batched scoring with prefix-tree packing, and batched generation.
+
+Models that share a base share one loaded base: each LoRA adapter is attached to it by name and
+switched on for the duration of a call (``share_base``). With ``share_base`` off, an adapter is
+merged into its own copy of the base, which is faster for tiny models and costs a base's memory
+per adapter for large ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from simhub.errors import ConfigError, require
+from simhub.models.base import Generation, GenerationResult, LanguageModel, Prompt, Sampling, cut_at_stop
+from simhub.models.refs import ResolvedRef, load_tokenizer
+
+
+def default_device(device: str | None) -> str:
+    if device:
+        return device
+    torch = require("torch")
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _dtype(torch, dtype: str | None, device: str):
+    if dtype and dtype != "auto":
+        return getattr(torch, dtype)
+    return torch.bfloat16 if device.startswith("cuda") else torch.float32
+
+
+class LoadedBase:
+    """One base model in memory with any number of named LoRA adapters attached."""
+
+    def __init__(self, base: str, revision: str | None, device: str, dtype: str | None):
+        torch = require("torch")
+        transformers = require("transformers")
+        self.name, self.device = base, device
+        try:
+            model = transformers.AutoModelForCausalLM.from_pretrained(base, revision=revision, dtype=_dtype(torch, dtype, device))
+        except OSError as exc:
+            raise ConfigError(f"model {base!r} could not be loaded: {exc}", field="model") from None
+        self.model = model.to(device).eval()
+        self.peft = None
+        self.adapters: dict[tuple[str, str | None], str] = {}
+        self.lock = threading.RLock()
+
+    def attach(self, adapter: str, revision: str | None) -> str:
+        """Attach ``adapter`` (once) and return its name."""
+        key = (adapter, revision)
+        with self.lock:
+            if key not in self.adapters:
+                peft = require("peft")
+                name = f"adapter{len(self.adapters)}"
+                if self.peft is None:
+                    self.peft = peft.PeftModel.from_pretrained(self.model, adapter, adapter_name=name, revision=revision)
+                    self.peft.eval()
+                else:
+                    self.peft.load_adapter(adapter, adapter_name=name, revision=revision)
+                self.adapters[key] = name
+            return self.adapters[key]
+
+    def merge(self, adapter: str, revision: str | None) -> None:
+        """Merge ``adapter`` into this (private) copy of the base."""
+        peft = require("peft")
+        self.model = peft.PeftModel.from_pretrained(self.model, adapter, revision=revision).merge_and_unload().eval()
+
+    @contextlib.contextmanager
+    def use(self, adapter_name: str | None) -> Iterator:
+        """The model with ``adapter_name`` active (None: the plain base), held under the lock."""
+        with self.lock:
+            if self.peft is None:
+                yield self.model
+            elif adapter_name is None:
+                with self.peft.disable_adapter():
+                    yield self.model
+            else:
+                self.peft.set_adapter(adapter_name)
+                yield self.model
+
+
+class TransformersLM(LanguageModel):
+    """A view of a :class:`LoadedBase` with one adapter (or none) and that adapter's tokenizer."""
+
+    #: Tokens per packed row (see :func:`simhub.models.packing.pack_prefix_trees`); 0 runs every
+    #: sequence alone. Longer rows share more prefixes but pay attention cost quadratic in length.
+    row_tokens: int = 1024
+
+    def __init__(self, loaded: LoadedBase, adapter_name: str | None, ref: ResolvedRef, batch_size: int = 16):
+        self.loaded, self.adapter_name, self.ref = loaded, adapter_name, ref
+        self.name = ref.base + (f" + {ref.adapter}" if ref.adapter else "")
+        self.device = loaded.device
+        self.batch_size = batch_size
+        self.tokenizer = load_tokenizer(ref.adapter or ref.base, ref.adapter_revision if ref.adapter else ref.base_revision,
+                                        fallback=ref.base, fallback_revision=ref.base_revision)
+        self.pad_id = self.tokenizer.pad_token_id
+        config = loaded.model.config
+        attn = getattr(config, "_attn_implementation", None) or ""
+        #: Flash kernels take no arbitrary mask, so packed sequences would see each other.
+        self.can_pack = not attn.startswith("flash")
+
+    @property
+    def model(self):
+        """The loaded (possibly shared) base. Calling it directly runs whatever adapter is active on it:
+        run it through :meth:`active` instead."""
+        return self.loaded.model
+
+    def active(self):
+        """``with lm.active() as model:`` the model with this view's adapter switched on (or off), locked."""
+        return self.loaded.use(self.adapter_name)
+
+    @property
+    def stop_ids(self) -> list[int]:
+        """Token ids that end a turn: the generation config's EOS ids plus the end-of-turn token."""
+        if not hasattr(self, "_stop_ids"):
+            eos = self.model.generation_config.eos_token_id
+            ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+            ids.add(self.eot_id)
+            self._stop_ids = sorted(ids)
+        return self._stop_ids
+
+    # ------------------------------------------------------------------ scoring
+
+    def hidden_at(self, seqs: Sequence[Sequence[int]], readouts: Sequence[Sequence[int]]) -> list:
+        """Final hidden states of each sequence at the given token indices.
+
+        Sequences are packed as prefix trees (a prefix shared by several sequences is encoded once)
+        into rows of about ``row_tokens`` tokens, run ``batch_size // 4`` rows at a time. The result
+        equals running every sequence alone.
+        """
+        torch = require("torch")
+        from simhub.models.packing import collate_rows, pack_prefix_trees
+
+        out: list = [None] * len(seqs)
+        if not seqs:
+            return out
+        packed = pack_prefix_trees(seqs, self.row_tokens if self.can_pack else 0)
+        wanted: dict[int, list[tuple[int, list[int]]]] = {}
+        for i, readout in enumerate(readouts):
+            row, positions = packed.positions(i, readout)
+            wanted.setdefault(row, []).append((i, positions))
+        order = sorted(range(len(packed.rows)), key=lambda r: len(packed.rows[r]), reverse=True)
+        per_batch = max(1, self.batch_size // 4)
+        dtype = next(self.model.parameters()).dtype
+        with self.loaded.use(self.adapter_name) as model, torch.inference_mode():
+            for start in range(0, len(order), per_batch):
+                rows = order[start : start + per_batch]
+                inputs = collate_rows(packed, rows, self.pad_id, dtype, self.device)
+                hidden = model.model(**inputs).last_hidden_state
+                for b, row in enumerate(rows):
+                    for i, positions in wanted.get(row, []):
+                        out[i] = hidden[b, positions]
+        return out
+
+    def continuation_logprobs(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[np.ndarray]:
+        """Per-token log-probabilities of each continuation given its prompt.
+
+        Only the logits at continuation positions are computed and normalised (the full-vocabulary
+        softmax over every prompt position is what makes naive scoring slow), and prompts that share
+        a prefix (turns of one dialogue, the labels of one prompt) share its encoding.
+        """
+        torch = require("torch")
+        for n, (prompt, _) in enumerate(pairs):
+            if not prompt:
+                raise ValueError(f"pair {n}: empty prompt")
+        seqs = [[*p, *c] for p, c in pairs]
+        readouts = [list(range(len(p) - 1, len(p) + len(c) - 1)) for p, c in pairs]
+        hidden = self.hidden_at(seqs, readouts)
+        out: list[np.ndarray] = []
+        with self.loaded.use(self.adapter_name) as model, torch.inference_mode():
+            for (_, continuation), h in zip(pairs, hidden, strict=True):
+                if not continuation:
+                    out.append(np.zeros(0, dtype=np.float64))
+                    continue
+                logp = torch.log_softmax(model.lm_head(h).float(), dim=-1)
+                target = torch.tensor(list(continuation), device=logp.device)
+                out.append(logp.gather(1, target[:, None])[:, 0].double().cpu().numpy())
+        return out
+
+    def next_token_logprobs(self, prompts: Sequence[Sequence[int]], tokens: Sequence[int]) -> np.ndarray:
+        """Only the last position of each prompt goes through the LM head, restricted to ``tokens``
+        after the full-vocabulary normalisation."""
+        torch = require("torch")
+        if not prompts:
+            return np.zeros((0, len(tokens)))
+        hidden = self.hidden_at(prompts, [[len(p) - 1] for p in prompts])
+        index = torch.tensor(list(tokens), device=self.device)
+        with self.loaded.use(self.adapter_name) as model, torch.inference_mode():
+            stacked = torch.cat(hidden, dim=0)
+            logp = torch.log_softmax(model.lm_head(stacked).float(), dim=-1)[:, index]
+        return logp.double().cpu().numpy()
+
+    # ------------------------------------------------------------------ generation
+
+    def _prompt_ids(self, prompt: Prompt) -> list[int]:
+        if prompt and isinstance(prompt[0], dict):
+            return self.chat_ids(prompt)  # type: ignore[arg-type]
+        return [int(t) for t in prompt]  # type: ignore[union-attr]
+
+    def generate_ids(self, prompts: Sequence[Sequence[int]], sampling: Sampling) -> list[list[list[int]]]:
+        """New token ids, ``n`` per prompt, each cut after its first stop token. Greedy decodes once
+        per prompt and repeats; sampling is reproducible when ``seed`` is given. Left-padded batches."""
+        torch = require("torch")
+        stop = set(self.stop_ids)
+        n = sampling.n
+        out: list[list[list[int]]] = []
+        for start in range(0, len(prompts), self.batch_size):
+            chunk = [list(p) for p in prompts[start : start + self.batch_size]]
+            ids, mask = left_pad(chunk, self.pad_id)
+            width = ids.shape[1]
+            options = {"do_sample": False} if sampling.greedy else {
+                "do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "num_return_sequences": n}
+            with self.loaded.use(self.adapter_name) as model, torch.inference_mode(), torch.random.fork_rng(devices=[]):
+                if sampling.seed is not None:
+                    torch.manual_seed(sampling.seed + start)
+                gen = model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                     max_new_tokens=sampling.max_tokens, pad_token_id=self.pad_id,
+                                     eos_token_id=self.stop_ids, **options)
+            per_prompt = 1 if sampling.greedy else n
+            for row in range(len(chunk)):
+                seqs = []
+                for k in range(per_prompt):
+                    new = [int(t) for t in gen[row * per_prompt + k, width:]]
+                    cut = next((j for j, t in enumerate(new) if t in stop), None)
+                    seqs.append(new if cut is None else new[: cut + 1])
+                out.append(seqs * n if sampling.greedy else seqs)
+        return out
+
+    def generate(self, prompts: Sequence[Prompt], sampling: Sampling, *, progress: bool = False) -> list[GenerationResult]:
+        ids = [self._prompt_ids(p) for p in prompts]
+        stop = set(self.stop_ids)
+        results: list[GenerationResult] = []
+        step = self.batch_size
+        bar = tqdm(total=len(ids), desc="generate", unit="prompt", disable=not progress or len(ids) <= step)
+        for start in range(0, len(ids), step):
+            chunk = ids[start : start + step]
+            # The seed of a chunk is seed + its offset, as if generate_ids had run over all prompts at once.
+            seeded = sampling if sampling.seed is None else dataclasses.replace(sampling, seed=sampling.seed + start)
+            for prompt, seqs in zip(chunk, self.generate_ids(chunk, seeded), strict=True):
+                gens = []
+                for seq in seqs:
+                    stopped = bool(seq) and seq[-1] in stop
+                    text, hit = cut_at_stop(self.tokenizer.decode(seq, skip_special_tokens=True), sampling.stop)
+                    gens.append(Generation(text=text, finish_reason="stop" if (stopped or hit) else "length",
+                                           tokens=len(seq), stop_string=hit))
+                results.append(GenerationResult(gens, prompt_tokens=len(prompt)))
+            bar.update(len(chunk))
+        bar.close()
+        return results
+
+
+def left_pad(seqs: Sequence[Sequence[int]], pad_id: int):
+    """Left-padded ``input_ids`` and ``attention_mask`` tensors for generation (new tokens line up)."""
+    torch = require("torch")
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for row, seq in enumerate(seqs):
+        ids[row, width - len(seq) :] = torch.tensor(list(seq), dtype=torch.long)
+        mask[row, width - len(seq) :] = 1
+    return ids, mask
+
+
+def load_transformers(ref: ResolvedRef, *, device: str | None, dtype: str | None, batch_size: int,
+                      bases: dict, share_base: bool) -> TransformersLM:
+    """A :class:`TransformersLM` for ``ref``; with ``share_base``, bases come from (and go into) ``bases``."""
+    device = default_device(device)
+    if ref.adapter and not share_base:
+        loaded = LoadedBase(ref.base, ref.base_revision, device, dtype)
+        loaded.merge(ref.adapter, ref.adapter_revision)
+        return TransformersLM(loaded, None, ref, batch_size)
+    key = (ref.base, ref.base_revision, device, dtype)
+    if key not in bases:
+        bases[key] = LoadedBase(ref.base, ref.base_revision, device, dtype)
+    loaded = bases[key]
+    name = loaded.attach(ref.adapter, ref.adapter_revision) if ref.adapter else None
+    return TransformersLM(loaded, name, ref, batch_size)

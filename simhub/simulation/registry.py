@@ -1,0 +1,81 @@
+"""Every simulator a profile offers, by name: its own ``simulators:``, the paper's five prompted
+baselines (``baseline:STYLE``) and the two reference simulators (``reference:...``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from simhub.config import Profile
+from simhub.errors import UnknownNameError
+from simhub.models import LoadOptions
+from simhub.prompts import BASELINE_STYLES
+from simhub.schema import Dialogue
+from simhub.simulation.base import Simulator
+from simhub.simulation.endpoint import BASELINE_PREFIX, EndpointSimulator, IclRetriever, baseline_config
+from simhub.simulation.model import ModelSimulator
+from simhub.simulation.reference import REFERENCE_SIMULATORS, ReferenceSimulator
+
+BUILTIN_BASELINES = tuple(f"{BASELINE_PREFIX}{s}" for s in BASELINE_STYLES)
+
+
+def simulator_names(profile: Profile, *, http: bool = False) -> list[str]:
+    """The names ``profile`` offers; ``http`` leaves out the reference simulators (they need the real turn)."""
+    names = [*profile.simulators, *(b for b in BUILTIN_BASELINES if b not in profile.simulators)]
+    return names if http else [*names, *REFERENCE_SIMULATORS]
+
+
+def load_options(profile: Profile, *, asynchronous: bool = False, backend: str | None = None) -> LoadOptions:
+    """How the profile's local simulators load (``serving.backend``, overridable)."""
+    s = profile.scoring
+    # With vLLM all simulators on one base share an engine: enable LoRA if any of them has an adapter.
+    lora = any(c.kind == "model" and c.adapter for c in profile.simulators.values())
+    return LoadOptions(backend=backend or profile.serving.backend, device=s.device, batch_size=s.batch_size,
+                       share_base=s.share_base, vllm=profile.serving.vllm, asynchronous=asynchronous,
+                       enable_lora=lora or None)
+
+
+def icl_pool(profile: Profile) -> list[Dialogue]:
+    """The dialogues the ICL baseline retrieves examples from (``baselines.icl_pool``, else the sample
+    corpus's training split)."""
+    if profile.baselines.icl_pool:
+        from simhub.schema import read_jsonl
+
+        return read_jsonl(profile.baselines.icl_pool)
+    from simhub.data.sample import load_sample_corpus
+
+    return list(load_sample_corpus()["train"])
+
+
+def build_simulator(name: str, profile: Profile, options: LoadOptions | None = None, *,
+                    force_backend: str | None = None) -> Simulator:
+    """The simulator called ``name`` (an UnknownNameError lists the known ones).
+
+    ``force_backend`` replaces the backend of every local simulator (``simhub serve --backend``).
+    """
+    options = options or load_options(profile)
+    if force_backend:
+        import dataclasses
+
+        options = dataclasses.replace(options, backend=force_backend)
+    if name in REFERENCE_SIMULATORS:
+        return ReferenceSimulator(name)
+    config = profile.simulators.get(name)
+    if config is None and name in BUILTIN_BASELINES:
+        config = baseline_config(name.removeprefix(BASELINE_PREFIX), profile.baselines)
+    if config is None:
+        raise UnknownNameError("simulator", name, simulator_names(profile), field="simulator")
+    if config.kind == "model":
+        if force_backend:
+            import msgspec
+
+            config = msgspec.structs.replace(config, backend=force_backend)  # type: ignore[arg-type]
+        return ModelSimulator(name, config, options)
+    retriever = IclRetriever(icl_pool(profile), profile.baselines.embedder) if config.baseline == "icl" else None
+    key_env = "SIMHUB_BASELINE_API_KEY" if name.startswith(BASELINE_PREFIX) else "OPENAI_API_KEY"
+    return EndpointSimulator(name, config, retriever=retriever, key_env=key_env)
+
+
+def build_simulators(profile: Profile, names: Sequence[str] | None = None, options: LoadOptions | None = None,
+                     *, force_backend: str | None = None) -> dict[str, Simulator]:
+    names = list(names) if names is not None else list(profile.simulators)
+    return {n: build_simulator(n, profile, options, force_backend=force_backend) for n in names}

@@ -1,0 +1,79 @@
+"""The act and correctness classifiers: chat examples whose assistant message is the label.
+
+Validation accuracy and per-class F1 read the logits of each label's first token at the label
+position (the metric itself scores whole labels as continuations).
+"""
+
+from __future__ import annotations
+
+import os
+
+from simhub.errors import ConfigError
+from simhub.training.common import run_supervised
+from simhub.training.config import TrainRecipe
+
+
+def _first_token_ids(tokenizer, labels: tuple[str, ...]) -> list[int]:
+    ids = [tokenizer.encode(label, add_special_tokens=False)[0] for label in labels]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"the tokenizer gives two labels of {labels} the same first token; "
+                          "classifier evaluation reads the first label token")
+    return ids
+
+
+def classifier_metrics(pred: list[int], gold: list[int], labels: tuple[str, ...]) -> dict:
+    """Accuracy, per-class precision/recall/F1/support and macro F1."""
+    n = len(gold)
+    per_class = {}
+    for k, name in enumerate(labels):
+        tp = sum(1 for p, g in zip(pred, gold, strict=True) if p == k and g == k)
+        fp = sum(1 for p, g in zip(pred, gold, strict=True) if p == k and g != k)
+        fn = sum(1 for p, g in zip(pred, gold, strict=True) if p != k and g == k)
+        precision = tp / (tp + fp) if tp + fp else 0.0
+        recall = tp / (tp + fn) if tp + fn else 0.0
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        per_class[name] = {"precision": precision, "recall": recall, "f1": f1, "support": tp + fn}
+    present = [v["f1"] for v in per_class.values() if v["support"]]
+    return {
+        "accuracy": sum(1 for p, g in zip(pred, gold, strict=True) if p == g) / n if n else None,
+        "macro_f1": sum(present) / len(present) if present else None,
+        "per_class": per_class,
+        "count": n,
+    }
+
+
+def evaluate_classifier(trainer, dataset, tokenizer, labels: tuple[str, ...]) -> dict:
+    """Predict the label from the logits of its first token, at the label position; works under DDP."""
+    import torch
+
+    first = torch.tensor(_first_token_ids(tokenizer, labels))
+
+    def reduce(logits, target):
+        logits = logits[0] if isinstance(logits, tuple) else logits
+        pos = (target != -100).int().argmax(dim=1)  # first label token
+        rows = torch.arange(target.shape[0], device=target.device)
+        scores = logits[rows, (pos - 1).clamp(min=0)][:, first.to(logits.device)].float()
+        # The gold class rides along as a last column: evaluation batches may be length-sorted.
+        gold = (target[rows, pos][:, None] == first.to(target.device)[None]).float().argmax(dim=1)
+        return torch.cat([scores, gold[:, None].float()], dim=1)
+
+    trainer.preprocess_logits_for_metrics = reduce
+    trainer.args.prediction_loss_only = False
+    out = trainer.predict(dataset, metric_key_prefix="eval")
+    pred = [int(i) for i in out.predictions[:, :-1].argmax(axis=1)]
+    gold = [int(i) for i in out.predictions[:, -1]]
+    result = classifier_metrics(pred, gold, labels)
+    result["eval_loss"] = out.metrics.get("eval_loss")
+    result["method"] = "argmax over the first token of each label at the label position"
+    return result
+
+
+def train_classifier(recipe: TrainRecipe, output_dir: str | os.PathLike[str], resume: bool = False) -> dict:
+    from simhub.training.data import CLASS_LABELS, build_chat_examples
+
+    labels = CLASS_LABELS[recipe.kind]
+    return run_supervised(
+        recipe, output_dir, resume,
+        build=lambda tok, ds: build_chat_examples(tok, recipe.kind, ds, recipe.max_prompt_chars, recipe.persona),
+        evaluate=lambda trainer, items, tok: evaluate_classifier(trainer, items, tok, labels),
+    )

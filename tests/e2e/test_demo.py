@@ -1,0 +1,75 @@
+"""The shipped demo profile end to end: demo models trained from the shipped tiny recipes on first use,
+then scored and served."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simhub.schema import ACTS
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo_profile(simhub_home):
+    from simhub.config import load_profile
+    from simhub.provision import provision_profile
+
+    return provision_profile(load_profile("demo"), on_step=None)
+
+
+def test_demo_models_are_trained_adapters(demo_profile, simhub_home):
+    from simhub.provision import build_demo_model
+
+    for name in ("acts", "kt", "tutor", "student-sft"):
+        folder = simhub_home / "demo" / name
+        assert (folder / "adapter_config.json").is_file()
+        assert json.loads((folder / "eval_results.json").read_text())
+        assert build_demo_model(name) == folder  # reused, not retrained
+    assert (simhub_home / "demo" / "kt" / "kt_cutoffs.json").is_file()
+    assert not list((simhub_home / "demo").glob(".*.partial"))
+    # The demo KT model follows the paper's KT rules (constant rate, no warm-up, OCEAN persona).
+    recipe = json.loads((simhub_home / "demo" / "kt" / "training_config.json").read_text())["recipe"]
+    assert (recipe["lr_scheduler_type"], recipe["warmup_ratio"], recipe["persona"]) == ("constant", 0.0, "ocean")
+
+
+def test_demo_profile_scores_all_metrics_with_shipped_cutoffs(demo_profile, sample_corpus):
+    from simhub.metrics import ScoreItem
+    from simhub.scoring import Scorer
+
+    scorer = Scorer.from_profile(demo_profile)
+    assert scorer.metrics == ["acts", "correctness", "errors", "knowledge", "cosine", "rouge_l", "tutor_response"]
+    dialogue = sample_corpus["test"][2]
+    second = dialogue.student_turn_indices()[1]
+    result = scorer.score([ScoreItem(dialogue, second, "I think it is 12")])
+    item = result.items[0]
+    assert item.error is None
+    assert item.scores["knowledge"] is not None  # one turn scores: cutoffs ship with the KT model
+    assert result.summary["knowledge"]["cutoff_source"] == "model"
+    assert item.details["acts"]["predicted"] in ACTS
+
+
+def test_demo_service_simulates_and_scores(demo_profile):
+    from litestar.testing import TestClient
+
+    from simhub.config import load_profile
+    from simhub.serving.app import create_app
+    from simhub.serving.settings import ServiceSettings
+    from tests.integration.test_serving import HISTORY, wait_ready
+
+    profile = load_profile("demo")
+    with TestClient(app=create_app(ServiceSettings.load(profile), profile)) as client:
+        wait_ready(client, timeout=300)
+        models = client.get("/models").json()
+        assert "tiny-student-sft" in json.dumps(models) and "demo:student-sft" in json.dumps(models)
+        body = {"model": "tiny-student-sft", "dialogues": [HISTORY], "sampling": {"max_tokens": 16}}
+        first = client.post("/simulate", json=body)
+        assert first.status_code == 200, first.text
+        text = first.json()["results"][0]["candidates"][0]["text"]
+        assert text.strip()  # the trained demo student answers (an untrained one says nothing)
+        second = client.post("/simulate", json=body).json()
+        assert text == second["results"][0]["candidates"][0]["text"]
+        scored = client.post("/score", json={"items": [{"dialogue": HISTORY, "turn_index": 1, "candidate": "8/5"}], "metrics": ["rouge_l"]})
+        assert scored.status_code == 200 and round(scored.json()["items"][0]["scores"]["rouge_l"], 4) == 0.25

@@ -1,0 +1,87 @@
+"""The model layer: adapters on one shared base equal merged copies, and the interface's shapes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from simhub.config import ModelRef
+from simhub.models import LoadOptions, Sampling, load_lm, unload_models
+
+
+@pytest.fixture(scope="module")
+def adapters(tiny_kit, tmp_path_factory):
+    from simhub.provision import build_random_lora
+
+    root = tmp_path_factory.mktemp("adapters")
+    base = str(tiny_kit["llama"])
+    return base, [str(build_random_lora(base, root / f"a{k}", rank=8, seed=k)) for k in range(2)]
+
+
+def _pairs(lm):
+    prompts = [lm.chat_ids([{"role": "user", "content": t}]) for t in ("What is 3/4 of 20?", "Why flip the fraction?")]
+    return [(p, lm.text_ids(" fifteen")) for p in prompts]
+
+
+def test_adapters_share_one_base_and_equal_merged_copies(adapters):
+    base, (a0, a1) = adapters
+    unload_models()
+    shared = [load_lm(ModelRef(model=base, adapter=a), LoadOptions(share_base=True)) for a in (a0, a1)]
+    plain_shared = load_lm(ModelRef(model=base), LoadOptions(share_base=True))
+    assert shared[0].loaded is shared[1].loaded is plain_shared.loaded  # one base in memory
+    shared_lp = [lm.continuation_logprobs(_pairs(lm)) for lm in (*shared, plain_shared)]
+    unload_models()
+    merged = [load_lm(ModelRef(model=base, adapter=a), LoadOptions(share_base=False)) for a in (a0, a1)]
+    assert merged[0].loaded is not merged[1].loaded
+    merged_lp = [lm.continuation_logprobs(_pairs(lm)) for lm in merged]
+    plain = load_lm(ModelRef(model=base), LoadOptions(share_base=False))
+    plain_lp = plain.continuation_logprobs(_pairs(plain))
+    for got, want in zip(shared_lp, [*merged_lp, plain_lp], strict=True):
+        for g, w in zip(got, want, strict=True):
+            assert np.allclose(g, w, atol=1e-4)
+    # The adapters are not no-ops: each changes the log-probabilities.
+    assert not np.allclose(merged_lp[0][0], plain_lp[0], atol=1e-3)
+    assert not np.allclose(merged_lp[0][0], merged_lp[1][0], atol=1e-3)
+    unload_models()
+
+
+def test_next_token_logprobs_equal_one_token_continuations(tiny_kit):
+    lm = load_lm(ModelRef(model=str(tiny_kit["llama"])))
+    prompts = [lm.chat_ids([{"role": "user", "content": t}]) for t in ("Is it True?", "ok")]
+    tokens = lm.text_ids(" True")[:1] + lm.text_ids(" False")[:1]
+    got = lm.next_token_logprobs(prompts, tokens)
+    want = np.array([[lp[0] for lp in lm.continuation_logprobs([(p, [t]) for t in tokens])] for p in prompts])
+    assert got.shape == (2, 2) and np.allclose(got, want, atol=1e-5)
+
+
+def test_greedy_generation_equals_transformers_generate(tiny_kit):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    lm = load_lm(ModelRef(model=str(tiny_kit["llama"])))
+    messages = [{"role": "user", "content": "What is 1/2 + 1/4?"}]
+    result = lm.generate([messages, messages], Sampling(max_tokens=12, n=2))
+    assert len(result) == 2 and len(result[0].generations) == 2
+    assert result[0].generations[0].text == result[0].generations[1].text == result[1].generations[0].text
+    tok = AutoTokenizer.from_pretrained(tiny_kit["llama"])
+    model = AutoModelForCausalLM.from_pretrained(tiny_kit["llama"]).eval()
+    ids = torch.tensor([lm.chat_ids(messages)])
+    out = model.generate(ids, max_new_tokens=12, do_sample=False, eos_token_id=lm.stop_ids, pad_token_id=lm.pad_id)
+    assert result[0].generations[0].text == tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+    assert result[0].prompt_tokens == ids.shape[1]
+
+
+def test_seeded_sampling_is_reproducible_and_stop_strings_cut(tiny_kit):
+    lm = load_lm(ModelRef(model=str(tiny_kit["llama"])))
+    messages = [{"role": "user", "content": "Explain it again please"}]
+    s = Sampling(temperature=1.0, top_p=0.95, max_tokens=16, n=3, seed=7)
+    a, b = lm.generate([messages], s), lm.generate([messages], s)
+    assert [g.text for g in a[0].generations] == [g.text for g in b[0].generations]
+    one = Sampling(temperature=1.0, top_p=0.95, max_tokens=16, n=1, seed=7)
+    text = lm.generate([messages], one)[0].generations[0].text
+    assert len(text) > 4
+    stop = text[2:4]
+    g = lm.generate([messages], dataclasses.replace(one, stop=(stop,)))[0].generations[0]
+    assert g.text == text[: text.index(stop)] and g.stop_string == stop and g.finish_reason == "stop"

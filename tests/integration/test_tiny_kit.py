@@ -1,0 +1,100 @@
+"""The sample corpus through the CLI, and the tiny model kit the demo and the tests run on."""
+
+from __future__ import annotations
+
+from simhub.cli import main
+from simhub.data.sample import sample_annotations_dir, sample_raw_dir
+from simhub.schema import read_jsonl
+
+
+def test_convert_sample_corpus_follows_rules(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main(["data", "convert-eedi", "--source", str(sample_raw_dir()), "--annotations", str(sample_annotations_dir()), "--output", str(out)])
+    assert code == 0
+    splits = {s: read_jsonl(out / f"{s}.jsonl") for s in ("train", "val", "test")}
+    assert sum(map(len, splits.values())) >= 200
+    ids = [d.id for s in splits.values() for d in s]
+    assert len(ids) == len(set(ids))
+    for dialogues in splits.values():
+        for d in dialogues:
+            qid, iid = d.id.split("-")
+            assert qid.isdigit() and iid.isdigit()
+            assert all(a.role != b.role for a, b in zip(d.turns, d.turns[1:], strict=False))  # merged turns alternate
+            assert all("\n" not in t.content and t.content == t.content.strip() for t in d.turns)
+            assert d.question.solvable is not False
+            assert d.question.text.startswith("Question Text: ")
+    # Test dialogues keep the key order of rule 1.
+    keys = [tuple(map(int, d.id.split("-"))) for d in splits["test"]]
+    assert keys == sorted(keys)
+    assert "unsolvable dropped" in capsys.readouterr().out
+
+
+def test_tiny_kit_tokenizer_and_chat_template(tiny_kit):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_kit["llama"])
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "What is 3/4 of 20?"}, {"role": "assistant", "content": "15"}]
+    enc = tok.apply_chat_template(messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    ids, mask = enc["input_ids"], enc["assistant_masks"]
+    assistant = [i for i, m in zip(ids, mask, strict=True) if m]
+    assert tok.decode(assistant) == "15<|eot_id|>"
+    assert tok.decode(ids).startswith("<|begin_of_text|><|start_header_id|>system<|end_header_id|>")
+    text = "Can you explain how you got 5/8?"
+    assert tok.decode(tok.encode(text, add_special_tokens=False)) == text  # byte-level: lossless
+
+
+def test_tiny_models_load_generate_and_train_one_step(tiny_kit):
+    import torch
+    from transformers import (
+        AutoConfig,
+        AutoModelForCausalLM,
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+    )
+
+    config = AutoConfig.from_pretrained(tiny_kit["llama"])
+    assert config.head_dim == 64 and config.num_hidden_layers >= 3
+    tok = AutoTokenizer.from_pretrained(tiny_kit["llama"])
+    model = AutoModelForCausalLM.from_pretrained(tiny_kit["llama"])
+    prompt = tok.apply_chat_template([{"role": "user", "content": "What is 1/2 + 1/4?"}], add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    out1 = model.generate(**prompt, max_new_tokens=8, do_sample=False)
+    out2 = model.generate(**prompt, max_new_tokens=8, do_sample=False)
+    assert out1.shape[1] > prompt["input_ids"].shape[1] and torch.equal(out1, out2)
+
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    optim = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    batch = tok(["Well done, that is right."], return_tensors="pt")
+    loss = model(**batch, labels=batch["input_ids"]).loss
+    loss.backward()
+    optim.step()
+    assert torch.isfinite(loss)
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+    cls = AutoModelForSequenceClassification.from_pretrained(tiny_kit["llama-cls"])
+    assert cls.config.num_labels == 5 and cls.config.id2label[0] == "Math Answer"
+    assert cls(**batch).logits.shape == (1, 5)
+
+
+def test_cli_tiny_kit_is_deterministic(tiny_kit, tmp_path, capsys):
+    """`simhub tiny` builds the same bytes as the session's kit (tokenizer and pre-trained weights)."""
+    assert main(["tiny", "--output", str(tmp_path / "k")]) == 0
+    assert "llama:" in capsys.readouterr().out
+    again = tmp_path / "k"
+    assert (again / "tokenizer" / "tokenizer.json").read_bytes() == (tiny_kit["tokenizer"] / "tokenizer.json").read_bytes()
+    for name in ("llama", "llama-cls"):
+        assert (again / name / "model.safetensors").read_bytes() == (tiny_kit[name] / "model.safetensors").read_bytes()
+
+
+def test_pretraining_lowers_the_loss():
+    from simhub.demo.tiny import _config, build_tokenizer, pretrain, pretraining_ids
+
+    texts = ["What is 3/4 of 20? I think it is 15.", "Can you explain how you got that?", "idk"] * 20
+    tok = build_tokenizer(texts, vocab_size=300)
+    import torch
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(_config(tok))
+    ids = pretraining_ids(tok)
+    losses = pretrain(model, ids, steps=12, batch=2, length=64)
+    assert len(losses) == 12 and losses[-1] < losses[0] - 0.5

@@ -1,0 +1,641 @@
+"""Training: recipes, label masks, tiny LoRA runs, KT loss, DPO pairing and stages, publishing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simhub.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPES = sorted((ROOT / "simhub" / "resources" / "recipes").glob("*.yaml"))
+
+
+# ---------------------------------------------------------------------------------- recipes
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=[p.stem for p in RECIPES])
+def test_every_recipe_parses(path):
+    from simhub.training.config import load_recipe
+
+    recipe = load_recipe(path)
+    assert recipe.gradient_accumulation_steps(world_size=1) >= 1
+    if not path.stem.startswith("tiny-"):
+        assert recipe.base_model in ("meta-llama/Llama-3.2-3B-Instruct", "meta-llama/Llama-3.1-8B-Instruct")
+        assert recipe.base_model_hub_id == recipe.base_model
+        assert recipe.effective_batch_size == 64 and recipe.bf16
+        assert (recipe.weight_decay, recipe.max_grad_norm) == (0.01, 1.0)
+        if recipe.kind == "kt":  # SPEC §8: the reference trains KT at a constant rate, no warm-up
+            assert (recipe.lr_scheduler_type, recipe.warmup_ratio, recipe.persona) == ("constant", 0.0, "ocean")
+        else:
+            assert (recipe.lr_scheduler_type, recipe.warmup_ratio) == ("linear", 0.1)
+        if recipe.kind.startswith("student"):  # SPEC §8: the fine-tuned students see no persona
+            assert recipe.persona == "none"
+        assert (recipe.lora_r, recipe.lora_alpha, recipe.lora_dropout, recipe.use_rslora) == (32, 64, 0.05, True)
+        expected = {"student-sft": 3, "tutor-sft": 3, "acts": 2, "correctness": 1, "kt": 3, "student-dpo": 1}
+        assert recipe.epochs == expected[recipe.kind]
+        assert recipe.learning_rate == (5e-6 if recipe.kind == "student-dpo" else 5e-5)
+        if recipe.kind == "student-dpo":
+            assert recipe.dpo.beta == 0.1 and recipe.dpo.num_candidates == 4 and recipe.dpo.subsample == 0.2
+            assert (recipe.dpo.max_prompt_length, recipe.dpo.max_length) == (512, 1024)
+            assert (recipe.dpo.skip_turns, recipe.dpo.epsilon, recipe.dpo.max_pairs_per_turn) == (5, 0.1, 6)
+    else:
+        assert recipe.base_model == "tiny:llama" and recipe.data == "sample:" and not recipe.bf16
+
+
+def test_recipe_files_cover_every_model():
+    names = {p.stem for p in RECIPES}
+    for name in ("student-sft-3b", "student-sft-8b", "student-dpo-3b", "student-dpo-8b", "acts-8b",
+                 "correctness-8b", "kt-8b", "tutor-8b", "tiny-student-sft", "tiny-student-dpo", "tiny-acts",
+                 "tiny-correctness", "tiny-kt", "tiny-tutor"):
+        assert name in names
+    for name in ("single_gpu", "multi_gpu", "fsdp"):
+        assert (ROOT / "training" / "accelerate" / f"{name}.yaml").is_file()
+
+
+def test_set_overrides_are_typed():
+    from simhub.training.config import load_recipe
+
+    recipe = load_recipe(RECIPES[0], ["epochs=2", "bf16=false", "dpo.beta=0.2", "report_to=none,tensorboard",
+                                      "base_model_revision=1234", "max_train_dialogues=null", "seed=7"])
+    assert recipe.epochs == 2.0 and isinstance(recipe.epochs, float)
+    assert recipe.bf16 is False and recipe.dpo.beta == 0.2 and recipe.seed == 7
+    assert recipe.report_to == ["none", "tensorboard"]
+    assert recipe.base_model_revision == "1234"
+    with pytest.raises(ConfigError, match="seed: expected an integer"):
+        load_recipe(RECIPES[0], ["seed=abc"])
+    with pytest.raises(ConfigError, match="bf16: expected true or false"):
+        load_recipe(RECIPES[0], ["bf16=maybe"])
+
+
+def test_unknown_key_is_an_error_with_a_suggestion(tmp_path):
+    from simhub.training.config import load_recipe
+
+    with pytest.raises(ConfigError, match=r"unknown key 'learnin_rate'.*did you mean 'learning_rate'"):
+        load_recipe(RECIPES[0], ["learnin_rate=1e-4"])
+    with pytest.raises(ConfigError, match=r"unknown key 'dpo.bta'.*did you mean 'beta'"):
+        load_recipe(RECIPES[0], ["dpo.bta=0.2"])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: acts\nlora_rank: 8\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: unknown key 'lora_rank'.*did you mean 'lora_r'"):
+        load_recipe(bad)
+    bad.write_text("kind: act\n")
+    with pytest.raises(ConfigError, match="did you mean 'acts'"):
+        load_recipe(bad)
+
+
+def _fail_if_loaded(monkeypatch):
+    import simhub.training.common as train_module
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a model was loaded before the recipe was checked")
+
+    monkeypatch.setattr(train_module, "load_base", boom)
+    monkeypatch.setattr(train_module, "load_tokenizer", boom)
+
+
+def test_missing_data_fails_before_training(tmp_path, monkeypatch, simhub_home):
+    from simhub.training import train
+    from simhub.training.config import load_recipe
+
+    _fail_if_loaded(monkeypatch)
+    tiny = "tiny-student-sft"
+    with pytest.raises(ConfigError, match=r"data: .* is not a folder"):
+        train(load_recipe(tiny, [f"data={tmp_path / 'nope'}"]), tmp_path / "out")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text("")
+    with pytest.raises(ConfigError, match=r"has no val.jsonl"):
+        train(load_recipe(tiny, [f"data={tmp_path / 'data'}"]), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_nonexistent_base_model_fails_before_training(tmp_path, monkeypatch, simhub_home, local_hub):
+    from simhub.cli import main
+    from simhub.training import train
+    from simhub.training.config import load_recipe
+
+    _fail_if_loaded(monkeypatch)
+    tiny = "tiny-student-sft"
+    with pytest.raises(ConfigError, match=r"base_model: .* neither a model folder nor a Hub id"):
+        train(load_recipe(tiny, [f"base_model={tmp_path / 'no-model'}"]), tmp_path / "out")
+    with pytest.raises(ConfigError, match="does not exist on the Hub"):
+        train(load_recipe(tiny, ["base_model=nobody/no-such-model"]), tmp_path / "out")
+    with pytest.raises(ConfigError, match="must be built first"):  # the library never builds: provisioning does
+        train(load_recipe(tiny, ["base_model=tiny:llama"]), tmp_path / "out")
+    assert main(["train", tiny, "--output-dir", str(tmp_path / "out"), "--set", "base_model=tiny:nope"]) == 2
+    assert main(["train", tiny, "--output-dir", str(tmp_path / "out"), "--set", "base_model=nobody/x"]) == 2
+    assert main(["train", tiny, "--output-dir", str(tmp_path / "out"), "--set", "lr=1"]) == 2
+    assert main(["train", "tiny-studnet-sft", "--output-dir", str(tmp_path / "out")]) == 2
+
+
+def test_sample_data_is_the_shared_sample_corpus(sample_corpus):
+    from simhub.data.sample import load_sample_corpus
+    from simhub.training.data import load_split
+
+    assert load_sample_corpus() is sample_corpus  # loaded once per process
+    assert [d.id for d in load_split("sample:", "val", 3)] == [d.id for d in sample_corpus["val"][:3]]
+
+
+# ---------------------------------------------------------------------------------- masks
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_kit):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_kit["llama"])
+
+
+def _labelled_text(tokenizer, example) -> str:
+    return tokenizer.decode([t for t in example["labels"] if t != -100])
+
+
+@pytest.mark.parametrize("kind,role", [("student-sft", "student"), ("tutor-sft", "tutor")])
+def test_generator_masks_cover_exactly_one_role(tokenizer, sample_corpus, kind, role):
+    from simhub.prompts import END_OF_DIALOGUE
+    from simhub.training.data import build_chat_examples
+
+    dialogues = sample_corpus["train"][:12]
+    examples = build_chat_examples(tokenizer, kind, dialogues, 10**9)
+    assert len(examples.items) == len(dialogues)
+    for dialogue, example in zip(dialogues, examples.items, strict=True):
+        turns = dialogue.turns
+        speaking = [t for t in turns if t.role == role]
+        expected = []
+        for i, t in enumerate(turns):
+            if t.role != role:
+                continue
+            content = t.content.strip()
+            if i == len(turns) - 1:
+                content = f"{content}{END_OF_DIALOGUE}"  # appended as the reference does, no space
+            expected.append(content + "<|eot_id|>")
+        assert speaking
+        assert _labelled_text(tokenizer, example) == "".join(expected)
+        assert len(example["input_ids"]) == len(example["labels"])
+
+
+def test_classifier_masks_cover_only_the_label(tokenizer, sample_corpus):
+    from simhub.schema import ACTS, CORRECTNESS_LABELS
+    from simhub.training.data import build_chat_examples
+
+    for kind, labels in (("acts", ACTS), ("correctness", CORRECTNESS_LABELS)):
+        examples = build_chat_examples(tokenizer, kind, sample_corpus["train"][:5], 10**9)
+        assert examples.items
+        for ex in examples.items:
+            assert _labelled_text(tokenizer, ex) == labels[ex["class_index"]] + "<|eot_id|>"
+
+
+def test_long_prompts_are_excluded_and_counted(tokenizer, sample_corpus):
+    from simhub.training.data import build_chat_examples, build_kt_examples
+
+    dialogues = sample_corpus["train"][:10]
+    assert build_chat_examples(tokenizer, "student-sft", dialogues, 10).summary() == {
+        "examples": 0, "excluded_long_prompts": 10}
+    kt = build_kt_examples(tokenizer, dialogues, 10)
+    assert kt.items == [] and kt.excluded_long > 0
+
+
+# ---------------------------------------------------------------------------------- KT
+
+
+def test_kt_training_reads_what_the_metric_reads(tiny_kit, tokenizer, sample_corpus):
+    import numpy as np
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from simhub.config import ModelRef
+    from simhub.metrics.knowledge import KnowledgeTracer, true_false_ids
+    from simhub.models import load_lm
+    from simhub.training.data import build_kt_examples, kt_samples
+    from simhub.training.kt import KTCollator, kt_probabilities
+
+    dialogue = next(d for d in sample_corpus["train"] if len(kt_samples(d)) >= 2)
+    samples = kt_samples(dialogue)[:2]
+    examples = build_kt_examples(tokenizer, [dialogue], 10**9).items[:2]
+    model = AutoModelForCausalLM.from_pretrained(tiny_kit["llama"]).eval()
+    batch = KTCollator(tokenizer, torch.float32)(examples)
+    with torch.no_grad():
+        p = kt_probabilities(model, batch, *true_false_ids(tokenizer)).numpy()
+    tracer = KnowledgeTracer(load_lm(ModelRef(model=str(tiny_kit["llama"]))), persona="ocean")
+    expected = [tracer.mastery(dialogue, history, kcs).mean() for history, kcs, _ in samples]
+    np.testing.assert_allclose(p, expected, atol=1e-5)
+    assert [e["labels"] for e in examples] == [s[2] for s in samples]
+
+
+def test_kt_loss_falls(tiny_kit, tokenizer, sample_corpus):
+    from types import SimpleNamespace
+
+    import torch
+    from peft import get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from simhub.metrics.knowledge import true_false_ids
+    from simhub.training.common import lora_config
+    from simhub.training.config import TrainRecipe
+    from simhub.training.data import build_kt_examples
+    from simhub.training.kt import KTCollator, kt_loss, kt_probabilities, make_kt_trainer_class
+
+    torch.manual_seed(0)
+    pool = sorted(build_kt_examples(tokenizer, sample_corpus["train"][:8], 10**9).items,
+                  key=lambda e: len(e["input_ids"]))
+    # the shortest two of each label keep the test fast
+    examples = [e for e in pool if e["labels"] == 1.0][:2] + [e for e in pool if e["labels"] == 0.0][:2]
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_kit["llama"]), lora_config(TrainRecipe()))
+    batch = KTCollator(tokenizer, torch.float32)(examples)
+    ids = true_false_ids(tokenizer)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=3e-4)
+    # kt_loss is the BCE of the clamped mean P(True), and it is what KTTrainer.compute_loss returns.
+    with torch.no_grad():
+        loss, p = kt_loss(model, batch, *ids)
+        expected = torch.nn.functional.binary_cross_entropy(
+            kt_probabilities(model, batch, *ids).clamp(1e-6, 1 - 1e-6), batch["labels"])
+        torch.testing.assert_close(loss, expected)
+        trainer = SimpleNamespace(true_id=ids[0], false_id=ids[1])  # all compute_loss reads of the Trainer
+        trainer_loss, outputs = make_kt_trainer_class().compute_loss(trainer, model, batch, return_outputs=True)
+        torch.testing.assert_close(trainer_loss, loss)
+        torch.testing.assert_close(outputs["p_true"], p)
+    losses = []
+    for _ in range(8):
+        loss, _ = kt_loss(model, batch, *ids)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] - 0.1, losses
+
+
+# ---------------------------------------------------------------------------------- tiny runs
+
+
+@pytest.mark.slow
+def test_tiny_sft_trains_lora_only_and_resumes(tmp_path, monkeypatch, simhub_home):
+    import peft
+    import torch
+
+    from simhub.provision import resolve_recipe
+    from simhub.training import load_recipe, train
+
+    captured = {}
+    real = peft.get_peft_model
+
+    def spy(model, config, *args, **kwargs):
+        wrapped = real(model, config, *args, **kwargs)
+        captured["model"] = wrapped
+        captured["before"] = {n: p.detach().clone() for n, p in wrapped.named_parameters()}
+        return wrapped
+
+    monkeypatch.setattr(peft, "get_peft_model", spy)
+    recipe = resolve_recipe(load_recipe("tiny-student-sft",
+                                        ["max_steps=2", "max_train_dialogues=4", "max_eval_dialogues=2", "eval_steps=1"]))
+    out = tmp_path / "sft"
+    results = train(recipe, out)
+    after = dict(captured["model"].named_parameters())
+    lora = [n for n in after if "lora_" in n]
+    assert lora and all(after[n].requires_grad for n in lora)
+    assert any(not torch.equal(after[n], captured["before"][n]) for n in lora if "lora_B" in n)
+    for name, param in after.items():
+        if "lora_" not in name:
+            assert torch.equal(param, captured["before"][name]), name
+    for name in ("adapter_config.json", "adapter_model.safetensors", "tokenizer.json", "training_config.json",
+                 "eval_results.json"):
+        assert (out / name).is_file(), name
+    config = json.loads((out / "training_config.json").read_text())
+    assert config["recipe"]["kind"] == "student-sft" and config["gradient_accumulation_steps"] == 2
+    assert config["data"]["train"]["examples"] > 0 and config["resolved"]["base_model"]
+    # benchmarks/gpu_train_sft.py times the training loop with this entry
+    assert [e["train_runtime"] > 0 for e in config["log_history"] if "train_runtime" in e] == [True]
+    assert results["eval_loss"] > 0 and results["global_step"] == 2
+    assert json.loads((out / "eval_results.json").read_text())["eval_loss"] == results["eval_loss"]
+
+    with pytest.raises(ConfigError, match="resume it or choose another folder"):
+        train(recipe, out)
+    recipe.max_steps = 3
+    resumed = train(recipe, out, resume=True)
+    assert resumed["global_step"] == 3
+
+
+@pytest.mark.slow
+def test_tiny_acts_classifier_reports_accuracy_and_f1(tmp_path, simhub_home, tokenizer):
+    from collections import Counter
+
+    from simhub.provision import resolve_recipe
+    from simhub.schema import ACTS
+    from simhub.training import load_recipe, train
+    from simhub.training.data import build_chat_examples, load_split
+
+    recipe = resolve_recipe(load_recipe("tiny-acts", ["max_steps=1", "max_train_dialogues=2", "max_eval_dialogues=2",
+                                                      "eval_steps=1"]))
+    results = train(recipe, tmp_path / "acts")
+    assert 0 <= results["accuracy"] <= 1 and set(results["per_class"]) == set(ACTS)
+    # Every validation example is evaluated once, and the gold class read back from its label
+    # tokens is the class it was built with (so support per class counts the examples' class_index).
+    examples = build_chat_examples(tokenizer, "acts", load_split(recipe.data, recipe.eval_split,
+                                                                 recipe.max_eval_dialogues),
+                                   recipe.max_prompt_chars, recipe.persona).items
+    assert examples and results["count"] == len(examples)
+    gold = Counter(ACTS[e["class_index"]] for e in examples)
+    assert {name: v["support"] for name, v in results["per_class"].items()} == {a: gold[a] for a in ACTS}
+
+
+@pytest.mark.slow
+def test_tiny_kt_writes_cutoffs_after_freeing_the_trained_model(tmp_path, monkeypatch, simhub_home):
+    import gc
+    import weakref
+
+    import peft
+
+    import simhub.training.kt as kt_module
+    from simhub.provision import resolve_recipe
+    from simhub.training import load_recipe, train
+
+    trained = []
+    real_peft = peft.get_peft_model
+
+    def spy(model, config, *args, **kwargs):
+        wrapped = real_peft(model, config, *args, **kwargs)
+        trained.append(weakref.ref(wrapped))
+        return wrapped
+
+    alive = []
+    real_cutoffs = kt_module.write_kt_cutoffs
+
+    def cutoffs(*args, **kwargs):
+        gc.collect()
+        alive.append(trained[0]() is not None)
+        return real_cutoffs(*args, **kwargs)
+
+    monkeypatch.setattr(peft, "get_peft_model", spy)
+    monkeypatch.setattr(kt_module, "write_kt_cutoffs", cutoffs)
+    recipe = resolve_recipe(load_recipe("tiny-kt", ["max_steps=1", "eval_steps=1"]))
+    out = tmp_path / "kt"
+    results = train(recipe, out)
+    assert alive == [False]  # the trainer's copy was gone before the tracer loaded the saved adapter
+    saved = json.loads((out / "kt_cutoffs.json").read_text())
+    assert results["kt_cutoffs"]["n_deltas"] == saved["n_deltas"] > 0
+    assert results["kt_cutoffs"]["cutoffs"] == pytest.approx(saved["cutoffs"]) and len(saved["cutoffs"]) == 4
+    assert saved["source"] == "sample: split val" and saved["model"] == str(out)
+    assert json.loads((out / "eval_results.json").read_text())["kt_cutoffs"] == results["kt_cutoffs"]
+
+
+# ---------------------------------------------------------------------------------- DPO
+
+
+def _turn(index, rewards, dialogue="d1"):
+    return {"dialogue_id": dialogue, "turn_index": index,
+            "candidates": [{"text": f"t{i}", "reward": r} for i, r in enumerate(rewards)]}
+
+
+def test_pairs_rules():
+    from simhub.training.dpo import make_pairs
+
+    # gap strictly above epsilon; chosen is the higher reward
+    pairs = make_pairs([_turn(5, [0.5, 0.58, 0.66])], epsilon=0.1)
+    assert [(p["chosen"], p["rejected"]) for p in pairs] == [("t2", "t0")]
+    assert pairs[0]["gap"] == pytest.approx(0.16)
+    assert make_pairs([_turn(5, [0.5, 0.6])], epsilon=0.1) == []  # a gap of exactly epsilon is not enough
+    # first turns skipped
+    assert make_pairs([_turn(4, [0.0, 1.0])], skip_turns=5) == []
+    assert len(make_pairs([_turn(5, [0.0, 1.0])], skip_turns=5)) == 1
+    # at most 6 widest pairs per turn, widest first
+    pairs = make_pairs([_turn(7, [0.0, 0.2, 0.4, 0.6, 0.8, 1.0])], epsilon=0.1, max_pairs_per_turn=6)
+    assert len(pairs) == 6
+    gaps = [round(p["gap"], 6) for p in pairs]
+    assert gaps == sorted(gaps, reverse=True) and gaps[0] == 1.0 and min(gaps) >= 0.6
+    # null rewards and identical texts never pair
+    turn = _turn(6, [None, 1.0, 0.0])
+    turn["candidates"].append({"text": "t1", "reward": 0.0})
+    assert [(p["chosen"], p["rejected"]) for p in make_pairs([turn])] == [("t1", "t2")]
+
+
+def test_mean_reward_and_dedup():
+    from simhub.training.dpo import dedup, mean_reward
+
+    assert mean_reward({"acts": 1.0, "cosine": 0.5, "rouge_l": 0.0, "knowledge": None},
+                       ["acts", "cosine", "knowledge"]) == 0.75
+    assert mean_reward({"acts": None}, ["acts"]) is None
+    assert dedup(["a", "b", "a", " ", "c"]) == ["a", "b", "c"]
+
+
+def test_dpo_stages_resume_after_a_crash(tmp_path, monkeypatch, tiny_kit):
+    import simhub.training.dpo as dpo
+    from simhub.schema import iter_jsonl
+    from simhub.training.config import load_recipe
+
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    recipe = load_recipe("tiny-student-dpo", [f"dpo.sft_adapter={adapter}", f"base_model={tiny_kit['llama']}"])
+    calls = []
+
+    def fake_generate(ctx):
+        calls.append("generate")
+        return [{"split": "train", "dialogue_id": "d1", "turn_index": 5, "candidates": ["a", "b", "c"]}]
+
+    def crash(ctx):
+        calls.append("score")
+        raise RuntimeError("scorer died")
+
+    def fake_score(ctx):
+        calls.append("score")
+        recs = list(iter_jsonl(ctx.path("generate"), type=dict))
+        return [{**r, "candidates": [{"text": t, "reward": float(i)} for i, t in enumerate(r["candidates"])]}
+                for r in recs]
+
+    import simhub.training.common as train_module
+    from simhub.config import load_profile
+
+    released = []  # the stage each release_models() call followed
+    monkeypatch.setattr(train_module, "release_models", lambda: released.append(calls[-1]))
+    monkeypatch.setitem(dpo.STAGE_FUNCTIONS, "generate", fake_generate)
+    monkeypatch.setitem(dpo.STAGE_FUNCTIONS, "score", crash)
+    out = tmp_path / "dpo"
+    with pytest.raises(RuntimeError, match="scorer died"):
+        dpo.run_dpo(recipe, out, load_profile("demo"), until="pairs")
+    assert (out / "candidates.jsonl").is_file() and not (out / "scores.jsonl").exists()
+    assert not list(out.glob(".*tmp"))
+    monkeypatch.setitem(dpo.STAGE_FUNCTIONS, "score", fake_score)
+    summary = dpo.run_dpo(recipe, out, load_profile("demo"), until="pairs")
+    assert summary == {"generate": "skipped", "score": "done", "pairs": "done"}
+    assert calls == ["generate", "score", "score"]
+    assert released == ["generate", "score"]  # models freed after generating and after scoring, not after pairing
+    pairs = list(iter_jsonl(out / "pairs.jsonl", type=dict))
+    assert [(p["chosen"], p["rejected"]) for p in pairs] == [("c", "a"), ("b", "a"), ("c", "b")]
+
+
+@pytest.mark.slow
+def test_tiny_dpo_end_to_end(tmp_path, monkeypatch, simhub_home, tiny_kit):
+    from peft import get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import simhub.training.dpo as dpo
+    from simhub.config import load_profile
+    from simhub.models import loaded_models
+    from simhub.provision import provision_profile, resolve_recipe, restrict
+    from simhub.training.common import lora_config
+    from simhub.training.config import TrainRecipe, load_recipe
+    from simhub.training.dpo import run_dpo
+
+    sft = tmp_path / "sft"
+    get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_kit["llama"]), lora_config(TrainRecipe())).save_pretrained(sft)
+    AutoTokenizer.from_pretrained(tiny_kit["llama"]).save_pretrained(sft)
+    recipe = resolve_recipe(load_recipe("tiny-student-dpo", [
+        f"dpo.sft_adapter={sft}", "max_train_dialogues=24", "max_eval_dialogues=8", "dpo.subsample=0.25",
+        "dpo.num_candidates=3", "dpo.max_new_tokens=6", "max_steps=1", "dpo.epsilon=0.01", "dpo.reward_metrics=cosine"]))
+    profile = provision_profile(restrict(load_profile("demo"), metrics=["cosine"], simulators=[], tutors=[]))
+    out = tmp_path / "dpo"
+    cached_at_train = []
+
+    def train_stage(ctx):
+        cached_at_train.append(len(loaded_models()))
+        return dpo.stage_train(ctx)
+
+    monkeypatch.setitem(dpo.STAGE_FUNCTIONS, "train", train_stage)
+    summary = run_dpo(recipe, out, profile)
+    assert summary == dict.fromkeys(("generate", "score", "pairs", "train"), "done")
+    assert cached_at_train == [0]  # neither the policy nor the metric models are held while DPO trains
+    config = json.loads((out / "training_config.json").read_text())
+    assert config["recipe"]["kind"] == "student-dpo" and config["resolved"]["sft_adapter"] == str(sft)
+    assert config["resolved"]["base_model"] and config["log_history"]
+    assert config["data"]["pairs"] == len((out / "pairs.jsonl").read_text().splitlines())
+    for name in ("candidates.jsonl", "scores.jsonl", "pairs.jsonl", "adapter_config.json", "eval_results.json"):
+        assert (out / name).is_file(), name
+    scored = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+    assert all(r["turn_index"] >= 5 for r in scored)
+    # SPEC §8: candidates come from the first int(0.25·24) = 6 training dialogues (and the first 2 of
+    # the validation split), never from later ones.
+    from simhub.data.sample import load_sample_corpus
+
+    corpus = load_sample_corpus()
+    assert {r["dialogue_id"] for r in scored if r["split"] == "train"} <= {d.id for d in corpus["train"][:6]}
+    assert {r["dialogue_id"] for r in scored if r["split"] == "val"} <= {d.id for d in corpus["val"][:2]}
+    assert any(r["split"] == "val" for r in scored)
+    assert all(len({c["text"] for c in r["candidates"]}) == len(r["candidates"]) <= 3 for r in scored)
+    assert (out / "ref" / "adapter_config.json").is_file()  # trl's frozen SFT reference copy
+    assert run_dpo(recipe, out, profile) == dict.fromkeys(("generate", "score", "pairs", "train"), "skipped")
+
+
+# ---------------------------------------------------------------------------------- publishing
+
+
+def _fake_model_dir(root: Path, base_hub_id: str, kind: str = "student-sft") -> Path:
+    from simhub.training.config import TrainRecipe
+
+    recipe = TrainRecipe(kind=kind, base_model="tiny:llama", base_model_hub_id=base_hub_id)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "training_config.json").write_text(json.dumps(
+        {"recipe": recipe.to_dict(), "resolved": {"base_model": "/home/me/llama", "base_model_hub_id": base_hub_id},
+         "log_history": [{"loss": 1.0}]}))
+    results = {"eval_loss": 1.25, "perplexity": 3.49} if kind.startswith("student") else {
+        "accuracy": 0.9, "macro_f1": 0.8, "auc": 0.65}
+    (root / "eval_results.json").write_text(json.dumps(results))
+    return root
+
+
+@pytest.mark.parametrize("kind", ["student-sft", "student-dpo", "acts", "kt"])
+def test_card_renders_and_round_trips(tmp_path, kind):
+    from huggingface_hub import ModelCard
+
+    from simhub.hub import render_card
+
+    model_dir = _fake_model_dir(tmp_path / "m", "meta-llama/Llama-3.1-8B-Instruct", kind)
+    (model_dir / "adapter_config.json").write_text("{}")
+    text = render_card(model_dir, "my-org/simhub-model")
+    (tmp_path / "README.md").write_text(text)
+    card = ModelCard.load(tmp_path / "README.md")
+    data = card.data.to_dict()
+    assert data["base_model"] == "meta-llama/Llama-3.1-8B-Instruct"
+    assert data["library_name"] == "peft" and data["license"] == "cc-by-nc-sa-4.0"
+    assert data["datasets"] == ["Eedi/Question-Anchored-Tutoring-Dialogues-2k"]
+    assert data["pipeline_tag"] == "text-generation" and kind in data["tags"]
+    results = card.data.eval_results
+    assert results and all(r.dataset_type == "Eedi/Question-Anchored-Tutoring-Dialogues-2k" for r in results)
+    if kind == "kt":
+        assert {r.metric_type: r.metric_value for r in results}["roc_auc"] == 0.65
+    assert "CC BY-NC-SA 4.0" in card.text and "non-commercial" in card.text
+    assert "learning_rate" in card.text
+
+
+def test_card_needs_a_hub_base_model(tmp_path):
+    from simhub.hub import render_card
+
+    model_dir = _fake_model_dir(tmp_path / "m", None)
+    with pytest.raises(ConfigError, match="base_model_hub_id"):
+        render_card(model_dir, "org/x")
+
+
+def test_publish_pull_round_trip(tmp_path, tiny_kit, local_hub, hub_api, simhub_home):
+    import torch
+    from peft import PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from simhub.cli import main
+    from simhub.training.common import lora_config
+    from simhub.training.config import TrainRecipe
+
+    base_id = "simhub-test/tiny-llama"
+    hub_api.create_repo(base_id, exist_ok=True)
+    hub_api.upload_folder(repo_id=base_id, folder_path=str(tiny_kit["llama"]))
+    model_dir = _fake_model_dir(tmp_path / "run", base_id)
+    torch.manual_seed(0)
+    peft_model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_kit["llama"]), lora_config(TrainRecipe()))
+    with torch.no_grad():
+        for name, param in peft_model.named_parameters():
+            if "lora_B" in name:
+                param.normal_()
+    peft_model.save_pretrained(model_dir)
+    assert json.loads((model_dir / "adapter_config.json").read_text())["base_model_name_or_path"] != base_id
+    (model_dir / "ref").mkdir()
+    (model_dir / "ref" / "adapter_config.json").write_text("{}")
+    (model_dir / "checkpoint-1").mkdir()
+    (model_dir / "checkpoint-1" / "x.bin").write_text("x")
+
+    repo = "simhub-test/student"
+    assert main(["publish", str(model_dir), "--repo-id", repo, "--private", "--revision", "v1"]) == 0
+    files = set(hub_api.list_repo_files(repo, revision="v1"))
+    assert {"README.md", "adapter_config.json", "adapter_model.safetensors", "training_config.json",
+            "eval_results.json"} <= files
+    assert not any(f.startswith(("ref/", "checkpoint-")) for f in files)
+    published = json.loads(Path(hub_api.hf_hub_download(repo, "training_config.json", revision="v1")).read_text())
+    assert "/home/me" not in json.dumps(published) and "log_history" not in published
+
+    pulled = tmp_path / "pulled"
+    assert main(["pull", repo, "--revision", "v1", "--output-dir", str(pulled)]) == 0
+    config = json.loads((pulled / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == base_id
+    assert not (pulled / "ref").exists()
+    base = AutoModelForCausalLM.from_pretrained(config["base_model_name_or_path"])
+    loaded = PeftModel.from_pretrained(base, str(pulled))
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids).logits, peft_model.eval()(ids).logits)
+    assert main(["pull", "simhub-test/no-such-model", "--output-dir", str(tmp_path / "x")]) == 2
+
+
+def test_dpo_truncation_is_the_papers_trl():
+    """SPEC §8: the prompt keeps its last 512 tokens when prompt + completion exceeds 1,024; then
+    completions keep their first 1,024 - 512 tokens."""
+    from simhub.training.dpo import truncate_pair
+
+    prompt, chosen, rejected = list(range(600)), list(range(100)), list(range(300))
+    assert truncate_pair(prompt, chosen, rejected, 512, 1024) == (prompt, chosen, rejected)  # 900 fits
+    long_prompt = list(range(900))
+    p, c, r = truncate_pair(long_prompt, chosen, rejected, 512, 1024)
+    assert p == long_prompt[-512:] and c == chosen and r == rejected
+    p, c, r = truncate_pair(long_prompt, list(range(700)), rejected, 512, 1024)
+    assert p == long_prompt[-512:] and c == list(range(512)) and r == rejected
+    assert truncate_pair(long_prompt, chosen, rejected, None, None) == (long_prompt, chosen, rejected)
+
+
+def test_chat_templated_prompt_length_filter(tokenizer, sample_corpus):
+    """SPEC §2 rule 8 / §8: the 6,000-character rule measures the chat-templated prompt string."""
+    from simhub.training.data import build_chat_examples, chat_conversations
+
+    dialogue = max(sample_corpus["train"], key=lambda d: sum(len(t.content) for t in d.turns))
+    messages = chat_conversations("student-sft", dialogue)[0]
+    templated = len(tokenizer.apply_chat_template(messages, tokenize=False))
+    raw = sum(len(m["content"]) for m in messages)
+    assert templated > raw
+    assert build_chat_examples(tokenizer, "student-sft", [dialogue], templated + 1).excluded_long == 0
+    assert build_chat_examples(tokenizer, "student-sft", [dialogue], templated).excluded_long == 1

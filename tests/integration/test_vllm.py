@@ -1,0 +1,98 @@
+"""The vLLM backend: in the real server: one AsyncLLM with enable_lora serves both demo simulators
+(the base, and the random rank-32 LoRA as a LoRARequest). One engine start (~40 s on 2 CPU cores)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.vllm
+pytest.importorskip("vllm")
+httpx = pytest.importorskip("httpx")
+
+from tests.doubles.server_process import ServerProcess, metric_total  # noqa: E402
+
+DEMO = Path(__file__).parents[1] / "profiles" / "tiny.yaml"
+HISTORY = {"id": "v", "question": {"text": "What is 5/8 divided by 1/6?"},
+           "turns": [{"role": "tutor", "content": "What calculation do we need to do here?"}]}
+
+
+def test_vllm_backend_multi_lora_greedy_and_batching(simhub_home, tiny_profile, tmp_path):
+    env = {"SIMHUB_HOME": str(simhub_home), "VLLM_CPU_KVCACHE_SPACE": "1", "SIMHUB_MAX_TOKENS": "32"}
+    server = ServerProcess(str(DEMO), env=env, args=["--backend", "vllm"], log_path=tmp_path / "vllm.log",
+                           cwd=str(DEMO.parent.parent.parent), ready_timeout=240)
+    with server as url, httpx.Client(base_url=url, timeout=120) as c:
+        models = {m["id"]: m for m in c.get("/models").json()["simulators"] if m["id"].startswith("tiny")}
+        assert {m["backend"] for m in models.values()} == {"vllm"}
+
+        def sim(model, **sampling):
+            r = c.post("/simulate", json={"model": model, "dialogues": [HISTORY, HISTORY], "sampling": {"max_tokens": 12, **sampling}})
+            assert r.status_code == 200, r.text
+            return r.json()["results"]
+
+        base, lora = sim("tiny-student", n=2), sim("tiny-student-lora", n=2)
+        assert base == sim("tiny-student", n=2)  # greedy is deterministic
+        assert base[0] == base[1] and base[0]["candidates"][0] == base[0]["candidates"][1]
+        assert base[0]["candidates"][0]["text"] != lora[0]["candidates"][0]["text"]  # the adapter is applied
+        # Seeded n>1 sampling gives distinct candidates (vLLM alone would repeat one seed n times).
+        # The random LoRA makes the distribution nearly one-hot, so diversity is checked on the base.
+        sampled = sim("tiny-student", temperature=1.0, top_p=1.0, n=4, seed=5)
+        assert len(sampled[0]["candidates"]) == 4
+        assert len({x["text"] for x in sampled[0]["candidates"]}) > 1
+
+        async def burst():  # concurrent requests share the engine's continuous batch
+            async with httpx.AsyncClient(base_url=url, timeout=120) as ac:
+                bodies = [{"model": m, "dialogues": [HISTORY], "sampling": {"max_tokens": 8}}
+                          for m in ("tiny-student", "tiny-student-lora") * 8]
+                return await asyncio.gather(*(ac.post("/simulate", json=b) for b in bodies))
+
+        responses = asyncio.run(burst())
+        assert all(r.status_code == 200 for r in responses)
+        metrics = c.get("/metrics").text
+        assert "simhub_generated_tokens_total" in metrics
+        # 4 calls of sim() and the 16-request burst: 20 answered /simulate requests, on both simulators.
+        assert metric_total(metrics, "simhub_http_requests_total", method="POST", route="/simulate", status="200") == 20
+        for model in ("tiny-student", "tiny-student-lora"):
+            assert metric_total(metrics, "simhub_generated_tokens_total", model=model) > 0
+            assert metric_total(metrics, "simhub_prompt_tokens_total", model=model) > 0
+        assert metric_total(metrics, "simhub_http_request_duration_seconds_count", route="/simulate") == 20
+        assert metric_total(metrics, "simhub_ready") == 1.0
+
+
+@pytest.fixture
+def unload():
+    yield
+    from simhub.models import unload_models
+
+    unload_models()
+
+
+def test_vllm_prompt_logprobs_match_transformers(tiny_kit, unload):
+    from simhub.config import MetricModels, ModelRef, ScoringConfig
+    from simhub.metrics import ScoreItem
+    from simhub.models import LoadOptions, load_lm
+    from simhub.scoring import Scorer
+    from tests.integration.test_scorer import DIALOGUE
+
+    ref = ModelRef(model=str(tiny_kit["llama"]))
+    hf = load_lm(ref, LoadOptions(backend="transformers"))
+    vl = load_lm(ref, LoadOptions(backend="vllm"))
+    pairs = [(hf.chat_ids([{"role": "user", "content": "What is 3/4 of 20?"}]), [*hf.text_ids("It is 15."), hf.eot_id])]
+    pairs.append((pairs[0][0][:5], pairs[0][1]))
+    for a, b in zip(hf.continuation_logprobs(pairs), vl.continuation_logprobs(pairs), strict=True):
+        assert a.shape == b.shape
+        assert a == pytest.approx(b, abs=2e-3)
+
+    # The same Scorer on both backends: tutor_response within 1%, the same acts.
+    config = ScoringConfig(metrics=MetricModels(acts=ref, tutor_response=ref))
+    items = [ScoreItem(DIALOGUE, 1, "ok"), ScoreItem(DIALOGUE, 3, "8/5"), ScoreItem(DIALOGUE, 5, "x")]
+    on_hf = Scorer(config, load=LoadOptions(backend="transformers")).score(items)
+    on_vllm = Scorer(config, load=LoadOptions(backend="vllm")).score(items)
+    for a, b in zip(on_hf.items, on_vllm.items, strict=True):
+        assert (a.scores["tutor_response"] is None) == (b.scores["tutor_response"] is None)
+        if a.scores["tutor_response"] is not None:
+            assert math.isclose(a.scores["tutor_response"], b.scores["tutor_response"], rel_tol=1e-2)
+        assert a.details["acts"]["predicted"] == b.details["acts"]["predicted"]

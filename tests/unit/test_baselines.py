@@ -1,0 +1,91 @@
+"""The paper's five prompted baselines as simulators (SPEC §5, §8), against a local fake endpoint."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simhub.config import load_profile
+from simhub.errors import UnknownNameError
+from simhub.models import Sampling
+from simhub.schema import Dialogue, Question, Turn
+from simhub.simulation import BUILTIN_BASELINES, REFERENCE_SIMULATORS, Target, build_simulator, simulator_names
+
+
+def _dialogue(i: int, profile: str | None) -> Dialogue:
+    return Dialogue(id=f"d{i}", question=Question(text=f"Question Text: {i} + {i}?"), profile=profile,
+                    turns=[Turn(role="tutor", content=f"What is {i} + {i}?"), Turn(role="student", content=str(2 * i))])
+
+
+@pytest.fixture
+def profile(fake_openai, tmp_path, monkeypatch):
+    pool = tmp_path / "pool.jsonl"
+    texts = ["Loves football and gets distracted by it.", "Careful with fractions, asks many questions.",
+             "Confuses perimeter and area; answers fast."]
+    pool.write_text("".join(json.dumps({"id": f"p{i}", "question": {"text": "q"}, "profile": t,
+                                        "turns": [{"role": "tutor", "content": f"pool dialogue {i}"}]}) + "\n"
+                            for i, t in enumerate(texts)))
+    monkeypatch.setenv("SIMHUB_BASELINE_BASE_URL", fake_openai.base_url)
+    monkeypatch.setenv("SIMHUB_BASELINE_API_KEY", "sk-baseline-xyz")
+    path = tmp_path / "p.yaml"
+    path.write_text(f"name: p\nbaselines: {{icl_pool: '{pool}', endpoint: {{cache: false, max_retries: 1}}}}\n")
+    return load_profile(path)
+
+
+def test_every_profile_offers_the_five_baselines_and_the_references():
+    names = simulator_names(load_profile("demo"))
+    assert set(BUILTIN_BASELINES) <= set(names) and set(REFERENCE_SIMULATORS) <= set(names)
+    assert BUILTIN_BASELINES == ("baseline:zero-shot", "baseline:ocean", "baseline:icl", "baseline:reasoning",
+                                 "baseline:oracle")
+    assert not set(REFERENCE_SIMULATORS) & set(simulator_names(load_profile("demo"), http=True))
+
+
+def test_unknown_baseline_lists_the_known_ones():
+    with pytest.raises(UnknownNameError, match=r"unknown simulator 'baseline:few-shot'.*baseline:zero-shot") as info:
+        build_simulator("baseline:few-shot", load_profile("demo"))
+    assert info.value.field == "simulator"
+
+
+def test_baselines_use_the_papers_models_and_decoding(profile, fake_openai):
+    target = Target(_dialogue(1, "Loves football."), 1)
+    for name in ("baseline:zero-shot", "baseline:reasoning"):
+        build_simulator(name, profile).simulate([target])
+    gpt41, reasoning = (r.body for r in fake_openai.chat_requests())
+    assert (gpt41["model"], gpt41["temperature"], gpt41["max_completion_tokens"]) == ("gpt-4.1", 0.0, 4000)
+    assert "max_tokens" not in gpt41 and "reasoning_effort" not in gpt41
+    assert (reasoning["model"], reasoning["reasoning_effort"], reasoning["max_completion_tokens"]) == (
+        "gpt-5-mini", "medium", 15000)
+    assert "temperature" not in reasoning  # a reasoning model takes no non-default temperature
+    assert all(r.authorization == "Bearer sk-baseline-xyz" for r in fake_openai.chat_requests())
+    assert "Turn 1 (Tutor): What is 1 + 1?" in gpt41["messages"][1]["content"]
+
+
+def test_icl_retrieves_the_nearest_profile(profile, fake_openai):
+    simulator = build_simulator("baseline:icl", profile)
+    dialogue = _dialogue(2, "This student keeps mixing up area and perimeter.")
+    user = simulator.messages(Target(dialogue, 1))[1]["content"]
+    assert "pool dialogue 2" in user and "pool dialogue 0" not in user  # the area/perimeter student
+    assert simulator.retriever.example(_dialogue(3, None)) is None  # no profile, no example
+
+
+def test_a_failing_endpoint_is_a_result_with_its_cause_not_a_crash(profile, fake_openai):
+    fake_openai.fail_next(100, 500)
+    simulator = build_simulator("baseline:zero-shot", profile)
+    result = simulator.simulate([Target(_dialogue(1, None), 1)], Sampling(max_tokens=8))[0]
+    assert result.candidates == [] and result.error == "HTTP 500"
+    assert len(fake_openai.chat_requests()) == 2  # one try, one retry
+
+
+def test_a_users_openai_simulator_with_a_baseline_style(fake_openai, tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_KEY", "k-1")
+    path = tmp_path / "mine.yaml"
+    path.write_text("extends: demo\nname: mine\nsimulators:\n"
+                    f"  hosted: {{kind: openai, model: my-model, baseline: oracle, temperature: 0.0,\n"
+                    f"           endpoint: {{base_url: '{fake_openai.base_url}', api_key_env: MY_KEY, cache: false}}}}\n")
+    simulator = build_simulator("hosted", load_profile(path))
+    out = simulator.simulate([Target(_dialogue(4, "Always answers in capitals."), 1)])
+    (request,) = fake_openai.chat_requests()
+    assert request.body["model"] == "my-model" and "Always answers in capitals." in request.body["messages"][1]["content"]
+    assert request.authorization == "Bearer k-1"
+    assert out[0].candidates and out[0].candidates[0].finish_reason in ("stop", "length")

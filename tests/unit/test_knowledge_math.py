@@ -1,0 +1,144 @@
+"""The knowledge metric's arithmetic, pinned to SPEC §3 (pure numpy: these run on a core install)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from simhub.errors import ConfigError
+from simhub.metrics.knowledge import (
+    FIRST_TURN_REASON,
+    KnowledgeDeltas,
+    NoDelta,
+    knowledge_scores,
+    load_cutoffs,
+    paper_cutoffs,
+    pooled_real_deltas,
+    quadratic_weighted_kappa,
+    quantile_cutoffs,
+    quantize,
+    save_cutoffs,
+    similarity,
+)
+
+SPEC_CUTOFFS = [-0.0234, 0.0000, 0.0156, 0.0430]
+SPEC_REAL = [0.0117, 0.0117, -0.0156, 0.0039, 0.0078, -0.0078]
+SPEC_SIM = [0.0391, 0.0352, 0.0391, 0.0352, 0.0156, 0.0352]
+
+
+# ---------------------------------------------------------------------------------- pure functions
+
+
+def test_spec_worked_example():
+    real_q = quantize(SPEC_REAL, SPEC_CUTOFFS)
+    sim_q = quantize(SPEC_SIM, SPEC_CUTOFFS)
+    assert real_q.tolist() == [2, 2, 1, 2, 2, 1]
+    assert sim_q.tolist() == [3, 3, 3, 3, 3, 3]
+    assert round(similarity(real_q, sim_q), 4) == 0.6667
+
+
+def test_value_on_a_cutoff_goes_to_the_next_bin():
+    cut = [-1.0, 0.0, 1.0, 2.0]
+    assert quantize([-1.0, 0.0, 1.0, 2.0], cut).tolist() == [1, 2, 3, 4]
+    assert quantize([-5.0, 9.0], cut).tolist() == [0, 4]
+    # Equal cutoffs (a lot of zero deltas) leave the bins between them empty.
+    assert quantize([0.0, -0.1, 0.1], [0.0, 0.0, 0.0, 0.5]).tolist() == [3, 0, 3]
+    assert quantize(0.5, cut).item() == 2
+
+
+def test_cutoffs_are_numpy_quantiles():
+    rng = np.random.default_rng(0)
+    deltas = rng.normal(size=101)
+    assert np.array_equal(quantile_cutoffs(deltas), np.quantile(deltas, [0.2, 0.4, 0.6, 0.8]))
+    with pytest.raises(ValueError):
+        quantile_cutoffs([])
+
+
+def test_similarity_bounds():
+    assert similarity([0, 1, 2], [0, 1, 2]) == 1.0
+    assert similarity([0, 0], [4, 4]) == 0.0
+    with pytest.raises(ValueError):
+        similarity([1], [1, 2])
+
+
+def test_qwk_matches_sklearn():
+    metrics = pytest.importorskip("sklearn.metrics")
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 5, size=200)
+    b = np.clip(a + rng.integers(-2, 3, size=200), 0, 4)
+    expected = metrics.cohen_kappa_score(a, b, weights="quadratic", labels=list(range(5)))
+    assert quadratic_weighted_kappa(a, b) == pytest.approx(expected, abs=1e-12)
+    # With all five bins present the reference's call without labels gives the same number.
+    assert quadratic_weighted_kappa(a, b) == pytest.approx(
+        metrics.cohen_kappa_score(a, b, weights="quadratic")
+    )
+    # Bins missing from both ratings: the fixed 0..4 scale, not the ranks of present labels.
+    c, d = np.array([0, 4, 4, 0, 2]), np.array([0, 4, 2, 0, 4])
+    assert quadratic_weighted_kappa(c, d) == pytest.approx(
+        metrics.cohen_kappa_score(c, d, weights="quadratic", labels=list(range(5)))
+    )
+
+
+def test_qwk_degenerate_inputs():
+    assert quadratic_weighted_kappa([0, 3, 4, 1], [0, 3, 4, 1]) == 1.0
+    assert quadratic_weighted_kappa([2, 2, 2], [2, 2, 2]) == 1.0
+    assert np.isnan(quadratic_weighted_kappa([], []))
+
+
+def test_cutoffs_file_round_trip(tmp_path):
+    path = tmp_path / "model" / "kt_cutoffs.json"
+    save_cutoffs(path, np.array(SPEC_CUTOFFS), {"n_deltas": 6, "source": "unit test", "model": "tiny"})
+    record = json.loads(path.read_text())
+    assert record["cutoffs"] == SPEC_CUTOFFS
+    assert (record["n_deltas"], record["source"], record["model"]) == (6, "unit test", "tiny")
+    assert load_cutoffs(path).tolist() == SPEC_CUTOFFS
+    assert [p.name for p in path.parent.iterdir()] == ["kt_cutoffs.json"]  # no temp file left
+
+
+def test_cutoffs_file_errors(tmp_path):
+    with pytest.raises(ConfigError, match=r"kt_cutoffs\.json.*simhub kt-cutoffs"):
+        load_cutoffs(tmp_path / "kt_cutoffs.json")
+    bad = tmp_path / "bad.json"
+    for text in ("{not json", '{"cutoffs": [1, 2]}', '{"cutoffs": [3, 2, 1, 0]}', "[]"):
+        bad.write_text(text)
+        with pytest.raises(ConfigError, match=r"bad\.json"):
+            load_cutoffs(bad)
+
+
+def test_scores_and_summary_from_deltas():
+    kcs = [f"kc{i}" for i in range(6)]
+    # z_prev = 0 keeps the deltas exact: 0.5 + 0.0156 - 0.5 falls just below the 0.0156 cutoff.
+    prev = np.zeros(6)
+    item = KnowledgeDeltas(kcs=kcs, z_prev=prev, z_real=prev + SPEC_REAL, z_sim=prev + SPEC_SIM)
+    per_item, summary = knowledge_scores([NoDelta(FIRST_TURN_REASON), item], SPEC_CUTOFFS)
+    assert per_item[0]["score"] is None and per_item[0]["reason"] == FIRST_TURN_REASON
+    assert per_item[1]["real_quantiles"] == [2, 2, 1, 2, 2, 1]
+    assert per_item[1]["sim_quantiles"] == [3, 3, 3, 3, 3, 3]
+    assert round(per_item[1]["score"], 4) == 0.6667
+    assert (summary["n_scored"], summary["n_null"]) == (1, 1)
+    assert summary["qwk"] == pytest.approx(quadratic_weighted_kappa([2, 2, 1, 2, 2, 1], [3] * 6))
+    json.dumps(per_item), json.dumps(summary)  # JSON-ready
+    assert np.allclose(pooled_real_deltas([item]), SPEC_REAL)
+    assert np.array_equal(paper_cutoffs([item]), np.quantile(item.real, [0.2, 0.4, 0.6, 0.8]))
+    assert knowledge_scores([NoDelta("x")], SPEC_CUTOFFS)[1]["qwk"] is None
+
+
+# ---------------------------------------------------------------------------------- tiny LLMKT
+
+
+def test_rescoring_from_details_recomputes_the_sets_own_cutoffs():
+    """The bootstrap re-scores resamples from stored deltas: cutoffs come from the given items."""
+    from simhub.metrics.knowledge import scores_from_details
+
+    details = [None, {"kcs": ["a"], "real_deltas": [0.1], "sim_deltas": [0.1]},
+               {"kcs": ["a"], "real_deltas": [-0.2], "sim_deltas": [0.3]},
+               {"kcs": ["a"], "real_deltas": [0.0], "sim_deltas": [0.0]}]
+    values, summary = scores_from_details(details)
+    cut = quantile_cutoffs([0.1, -0.2, 0.0])
+    assert summary["cutoffs"] == pytest.approx(list(cut))
+    assert values[0] is None and values[1] == 1.0 and values[3] == 1.0
+    assert values[2] == similarity(quantize([-0.2], cut), quantize([0.3], cut))
+    fixed, _ = scores_from_details(details, SPEC_CUTOFFS)
+    assert fixed[2] == similarity(quantize([-0.2], SPEC_CUTOFFS), quantize([0.3], SPEC_CUTOFFS))

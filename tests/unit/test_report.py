@@ -1,0 +1,478 @@
+"""The HTML report over simhub eval run directories (simhub.evaluation.report).
+
+The fake run directories below are what ``simhub eval`` writes, with random but plausible values:
+several simulators over the same ~30 dialogues, some failed simulations and failed scorings, and
+``details`` (acts, judge) that the figures read. The browser test imports the generator too.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from simhub.errors import DataError, MissingExtraError
+from simhub.evaluation.paper import METRICS, TABLE1
+from simhub.evaluation.report import (
+    RANKING_RULE,
+    TURN_FIGURES,
+    DataInfo,
+    Failures,
+    MetricSummary,
+    Run,
+    load_run,
+    rank_runs,
+    render_report,
+    table1_data,
+    write_report,
+)
+from simhub.evaluation.stats import cluster_mean_ci
+from simhub.schema import ACTS
+
+pytest.importorskip("matplotlib", reason="the report draws its figures with matplotlib (simhub[report])")
+
+# ------------------------------------------------------------------------------ fake run directories
+
+_TEXTS = {
+    "Math Answer": ["I think it's {a}/{b}", "is it {a}?", "{a} x {b} = {c}", "{a} < {b} so the answer is B",
+                    "you add the tops so {c}/{b}", "C because {a} + {b} is {c}"],
+    "Seek Information": ["what does denominator mean?", "how do I start this one?", "do I times or divide?",
+                         "is the bottom number the same?"],
+    "Not Understanding": ["I don't get it", "idk", "no clue sorry", "I'm confused about the <b> part"],
+    "Acknowledge": ["ok", "yes", "thanks!", "oh right", "okay I see"],
+    "Off-Topic": ["can I go to lunch now", "my pen broke", "lol"],
+}
+_FILLER = ["so", "basically", "what", "I", "am", "thinking", "here", "is", "that", "we", "need", "to", "look", "at", "it", "again", "carefully"]
+_DATA_SHA = "9f2c" * 16
+
+#: Simulator presets: how often the act is kept, the judge verdict matches, and how wordy it is.
+PRESETS = {
+    "SFT 8B (simhub)": {"act": 0.7, "verdict": 0.6, "extra_words": 1, "level": 0.74, "same_error": 0.1},
+    "DPO 8B (simhub)": {"act": 0.75, "verdict": 0.62, "extra_words": 2, "level": 0.76, "same_error": 0.08},
+    "Zero-Shot gpt-4.1": {"act": 0.5, "verdict": 0.55, "extra_words": 18, "level": 0.55, "same_error": 0.03},
+}
+
+
+def _dialogues(n: int, seed: int) -> list[dict]:
+    """Real dialogues: per student turn its turn index, act, correctness label and text."""
+    rng = random.Random(seed)
+    dialogues = []
+    for d in range(n):
+        offset = rng.randint(0, 1)
+        turns = []
+        for position in range(rng.randint(3, 16)):
+            act = rng.choices(ACTS, weights=[45, 12, 15, 22, 6])[0]
+            label = (rng.choice(["correct", "correct", "incorrect"]) if act == "Math Answer"
+                     else "incorrect" if act == "Not Understanding" else "na")
+            a, b = rng.randint(1, 12), rng.randint(2, 12)
+            text = rng.choice(_TEXTS[act]).format(a=a, b=b, c=a + b)
+            turns.append({"turn_index": 2 * position + offset, "position": position, "act": act,
+                          "label": label, "text": text})
+        dialogues.append({"id": f"{1000 + d}-{rng.randint(10_000, 99_999)}", "turns": turns})
+    return dialogues
+
+
+def _clip01(x: float) -> float:
+    return min(1.0, max(0.0, x))
+
+
+def make_run_dir(root: Path, simulator: str, dialogues: list[dict], *, seed: int, preset: dict | None = None,
+                 profile: str = "paper-8b", dialogue_results: bool = False) -> Path:
+    """Write a run directory as simhub eval does, with values drawn around ``preset``."""
+    preset = preset or PRESETS["SFT 8B (simhub)"]
+    rng = random.Random(seed)
+    run = root / re.sub(r"[^A-Za-z0-9]+", "-", simulator).strip("-").lower()
+    run.mkdir(parents=True)
+    lines, simulations = [], []
+    sim_failures = 0
+    scoring_failures = {"knowledge": 0, "tutor_response": 0}
+    for dialogue in dialogues:
+        last = len(dialogue["turns"]) - 1
+        for turn in dialogue["turns"]:
+            line = {"dialogue_id": dialogue["id"], "turn_index": turn["turn_index"], "position": turn["position"],
+                    "real": turn["text"]}
+            if rng.random() < 0.01:
+                sim_failures += 1
+                line |= {"candidate": None, "scores": dict.fromkeys(METRICS), "details": {},
+                         "error": "simulation failed: ReadTimeout"}
+                lines.append(line)
+                continue
+            act = turn["act"] if rng.random() < preset["act"] else rng.choice(ACTS)
+            a, b = rng.randint(1, 12), rng.randint(2, 12)
+            words = rng.choice(_TEXTS[act]).format(a=a, b=b, c=a + b).split()
+            words += _FILLER[: max(0, round(rng.gauss(preset["extra_words"], 2)))]
+            candidate = " ".join(words)
+            real_label = turn["label"]
+            if real_label == "na":
+                verdict = rng.choice(["na", "na", "correct"])
+            elif rng.random() < preset["verdict"]:
+                verdict = real_label
+            else:
+                verdict = rng.choice(["correct", "incorrect", "na"])
+            level = preset["level"]
+            scores = {
+                "acts": 1.0 if act == turn["act"] else 0.0,
+                "correctness": None if real_label == "na" else float(verdict == real_label),
+                "errors": (float(verdict == "incorrect" and rng.random() < preset["same_error"])
+                           if real_label == "incorrect" else None),
+                "knowledge": None if turn["position"] == 0 else _clip01(rng.gauss(level + 0.1, 0.12)),
+                "cosine": _clip01(rng.gauss(level, 0.15)),
+                "rouge_l": _clip01(rng.betavariate(2, 6) + (level - 0.6) / 3),
+                "tutor_response": None if turn["position"] == last else _clip01(rng.gauss(0.2, 0.05)),
+            }
+            null_reasons = {}
+            if scores["knowledge"] is not None and rng.random() < 0.02:
+                scores["knowledge"] = None
+                scoring_failures["knowledge"] += 1
+                null_reasons["knowledge"] = "scoring failed: CUDA out of memory"
+            details = {"acts": {"predicted": act, "real": turn["act"]},
+                       "judge": {"answer": f"{verdict}", "real_label": real_label, "verdict": verdict}}
+            if null_reasons:
+                details["null_reasons"] = null_reasons
+            line |= {"candidate": candidate, "scores": scores, "details": details}
+            lines.append(line)
+            simulations.append({"dialogue_id": dialogue["id"], "turn_index": turn["turn_index"],
+                                "candidate": candidate, "simulator": simulator})
+    clusters = [line["dialogue_id"] for line in lines]
+    metrics = {}
+    for name in METRICS:
+        summary = cluster_mean_ci([line["scores"][name] for line in lines], clusters, n_resamples=200, seed=0)
+        metrics[name] = {"mean": summary.mean, "std": summary.std, "n": summary.n,
+                         "ci95": list(summary.ci) if summary.ci else None}
+    metrics["knowledge"] |= {"qwk": round(rng.uniform(0.2, 0.5), 4), "cutoff_source": "evaluated set"}
+    results = {
+        "simulator": simulator, "profile": profile,
+        "data": {"path": "data/eedi-test.jsonl", "sha256": _DATA_SHA, "dialogues": len(dialogues),
+                 "turns": len(lines)},
+        "metrics": metrics,
+        "failures": {"simulation": sim_failures, "scoring": scoring_failures},
+        "config": {"seed": seed, "judge": {"model": "gpt-5-mini-2025-08-07"}, "batch_size": 16},
+        "simhub_version": "0.2.0", "created": "2026-12-01T10:00:00+00:00",
+    }
+    (run / "results.json").write_text(json.dumps(results, indent=2))
+    (run / "scores.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (run / "simulations.jsonl").write_text("".join(json.dumps(s) + "\n" for s in simulations))
+    if dialogue_results:
+        (run / "dialogue_results.json").write_text(json.dumps({"metrics": {
+            "acts_jsd": {"value": rng.uniform(0.01, 0.2), "ci95": [0.005, 0.25], "n": len(dialogues)},
+            "detect_auroc": {"value": rng.uniform(0.5, 0.9), "ci95": [0.45, 0.95], "n": len(dialogues)},
+        }}))
+    return run
+
+
+def make_runs(root: Path, simulators: Sequence[str] = tuple(PRESETS), *, n_dialogues: int = 30,
+              seed: int = 7) -> list[Path]:
+    """Run directories of several simulators over the same ``n_dialogues`` real dialogues."""
+    dialogues = _dialogues(n_dialogues, seed)
+    return [make_run_dir(root, name, dialogues, seed=seed + i, preset=PRESETS.get(name),
+                         dialogue_results=i < 2)
+            for i, name in enumerate(simulators)]
+
+
+def _run(name: str, means: dict[str, float | None], path: str | None = None) -> Run:
+    """A run with only summary numbers (for the ranking rule)."""
+    metrics = {m: MetricSummary(v, 0.1, 100, (v - 0.01, v + 0.01) if v is not None else None)
+               for m, v in means.items()}
+    return Run(path=Path(path or name), simulator=name, profile=None, data=DataInfo(None, None, None, None),
+               metrics=metrics, failures=Failures(0, {}), config={}, simhub_version=None, created=None, turns=())
+
+
+# ----------------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def run_dirs(tmp_path_factory) -> list[Path]:
+    return make_runs(tmp_path_factory.mktemp("runs"))
+
+
+@pytest.fixture(scope="module")
+def page(run_dirs, tmp_path_factory) -> str:
+    out = write_report(run_dirs, tmp_path_factory.mktemp("report") / "report.html", title="Three simulators")
+    return out.read_text(encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------------------ loading
+
+
+def test_load_run_reads_what_eval_wrote(run_dirs):
+    run = load_run(run_dirs[0])
+    results = json.loads((run_dirs[0] / "results.json").read_text())
+    assert run.simulator == results["simulator"] and run.profile == "paper-8b"
+    assert run.data.sha256 == _DATA_SHA and run.data.turns == len(run.turns)
+    assert run.metrics["knowledge"].extra["cutoff_source"] == "evaluated set"
+    assert run.failures.scoring["knowledge"] == results["failures"]["scoring"]["knowledge"]
+    assert run.dialogue_results is not None and "acts_jsd" in run.dialogue_results.metrics
+    assert {t.predicted_act for t in run.turns if t.error is None} <= set(ACTS)
+
+
+def test_missing_results_json_names_the_file(tmp_path):
+    (tmp_path / "scores.jsonl").write_text("")
+    with pytest.raises(DataError, match=r"results\.json: not found"):
+        load_run(tmp_path)
+
+
+def test_missing_scores_jsonl_names_the_file(run_dirs, tmp_path):
+    (tmp_path / "results.json").write_text((run_dirs[0] / "results.json").read_text())
+    with pytest.raises(DataError, match=r"scores\.jsonl: not found"):
+        load_run(tmp_path)
+
+
+def test_not_a_directory(tmp_path):
+    with pytest.raises(DataError, match="not a directory"):
+        load_run(tmp_path / "nope")
+
+
+def test_bad_json_line_names_file_and_line(run_dirs, tmp_path):
+    (tmp_path / "results.json").write_text((run_dirs[0] / "results.json").read_text())
+    good = (run_dirs[0] / "scores.jsonl").read_text().splitlines()
+    (tmp_path / "scores.jsonl").write_text("\n".join([*good[:2], '{"dialogue_id": "x", oops', *good[2:]]) + "\n")
+    with pytest.raises(DataError) as info:
+        load_run(tmp_path)
+    assert info.value.row == 3 and info.value.file.endswith("scores.jsonl")
+    assert "scores.jsonl:3: invalid JSON" in str(info.value)
+
+
+def test_bad_field_in_scores_names_line_and_field(run_dirs, tmp_path):
+    (tmp_path / "results.json").write_text((run_dirs[0] / "results.json").read_text())
+    line = json.loads((run_dirs[0] / "scores.jsonl").read_text().splitlines()[0])
+    line["scores"]["cosine"] = "high"
+    (tmp_path / "scores.jsonl").write_text(json.dumps(line) + "\n")
+    with pytest.raises(DataError, match=r"scores\.jsonl:1: scores\.cosine: expected a number") as info:
+        load_run(tmp_path)
+    assert info.value.field == "scores.cosine"
+
+
+def test_duplicate_turn_is_reported_with_both_lines(run_dirs, tmp_path):
+    (tmp_path / "results.json").write_text((run_dirs[0] / "results.json").read_text())
+    first = (run_dirs[0] / "scores.jsonl").read_text().splitlines()[0]
+    (tmp_path / "scores.jsonl").write_text(f"{first}\n\n{first}\n")
+    with pytest.raises(DataError, match=r"scores\.jsonl:3: .*also on line 1"):
+        load_run(tmp_path)
+
+
+@pytest.mark.parametrize(("content", "pattern"), [
+    ("{not json", r"results\.json:1: invalid JSON"),
+    ("[]", r"results\.json: \$: expected a JSON object"),
+    ('{"metrics": {}}', r"results\.json: simulator: missing"),
+    ('{"simulator": "s", "metrics": {"acts": {"mean": "0.5"}}}', r"results\.json: metrics\.acts\.mean"),
+    ('{"simulator": "s", "metrics": {"acts": {"mean": 0.5, "ci95": [0.1]}}}', r"metrics\.acts\.ci95"),
+    ('{"simulator": "s", "metrics": {}, "failures": {"simulation": -1}}', r"failures\.simulation"),
+])
+def test_invalid_results_json(tmp_path, content, pattern):
+    (tmp_path / "results.json").write_text(content)
+    (tmp_path / "scores.jsonl").write_text("")
+    with pytest.raises(DataError, match=pattern):
+        load_run(tmp_path)
+
+
+def test_position_is_derived_when_absent(run_dirs, tmp_path):
+    (tmp_path / "results.json").write_text((run_dirs[0] / "results.json").read_text())
+    lines = [json.loads(x) for x in (run_dirs[0] / "scores.jsonl").read_text().splitlines()]
+    for line in lines:
+        del line["position"]
+    (tmp_path / "scores.jsonl").write_text("".join(json.dumps(x) + "\n" for x in reversed(lines)))
+    original = {(t.dialogue_id, t.turn_index): t.position for t in load_run(run_dirs[0]).turns}
+    derived = {(t.dialogue_id, t.turn_index): t.position for t in load_run(tmp_path).turns}
+    assert derived == original
+
+
+# ------------------------------------------------------------------------------------ Table 1 numbers
+
+
+def test_table_values_equal_results_json(run_dirs):
+    runs = [load_run(d) for d in run_dirs]
+    table = table1_data(runs)
+    assert table["metrics"][: len(METRICS)] == list(METRICS)
+    assert len(table["runs"]) == len(runs)
+    for row in table["runs"]:
+        results = json.loads((Path(row["path"]) / "results.json").read_text())
+        assert row["simulator"] == results["simulator"]
+        assert row["failures"] == results["failures"]
+        for name, entry in results["metrics"].items():
+            got = row["metrics"][name]
+            assert (got["mean"], got["std"], got["n"], got["ci95"]) == (
+                entry["mean"], entry["std"], entry["n"], entry["ci95"])
+        assert row["metrics"]["knowledge"]["qwk"] == results["metrics"]["knowledge"]["qwk"]
+    published = table["published"]
+    assert "not reproduced" in published["note"]
+    assert [r["method"] for r in published["rows"]] == [r.method for r in TABLE1]
+    assert published["rows"][3]["metrics"]["acts"] == 0.6840  # DPO 8B, as printed in the paper
+    json.dumps(table)  # plain data
+
+
+def test_page_table_shows_the_numbers(run_dirs, page):
+    for d in run_dirs:
+        results = json.loads((d / "results.json").read_text())
+        row = re.search(rf'<tr data-kind="run" data-run="{re.escape(d.name)}">(.*?)</tr>', page, re.S)
+        assert row, d.name
+        for entry in results["metrics"].values():
+            assert f"{entry['mean']:.4f}" in row.group(1)
+            assert f"n={entry['n']:,}" in row.group(1)
+            lo, hi = entry["ci95"]
+            assert f"{lo:.3f}–{hi:.3f}" in row.group(1)
+    assert page.count('data-kind="run"') == 3
+    assert page.count('data-kind="published"') == len(TABLE1)
+    assert "Published (not reproduced here)" in page
+    assert "<caption>" in page and "<title>Three simulators</title>" in page
+
+
+# -------------------------------------------------------------------------------------- leaderboard
+
+
+def test_leaderboard_orders_by_mean_rank():
+    a = _run("a", {"acts": 0.9, "cosine": 0.5, "rouge_l": 0.30})   # ranks 1, 3, 2   -> 2.0
+    b = _run("b", {"acts": 0.8, "cosine": 0.7, "rouge_l": 0.35})   # ranks 2, 1, 1   -> 1.33
+    c = _run("c", {"acts": 0.7, "cosine": 0.6, "rouge_l": 0.10})   # ranks 3, 2, 3   -> 2.67
+    ranked = rank_runs([a, c, b])
+    assert [r.run.simulator for r in ranked] == ["b", "a", "c"]
+    assert [r.rank for r in ranked] == [1, 2, 3]
+    assert ranked[0].mean_rank == pytest.approx(4 / 3)
+    assert ranked[0].best == {"cosine", "rouge_l"} and ranked[1].best == {"acts"} and not ranked[2].best
+
+
+def test_leaderboard_ties_and_missing_values():
+    # Tied means share the average place; a missing value ranks below all present ones.
+    a = _run("a", {"acts": 0.5, "cosine": 0.9})
+    b = _run("b", {"acts": 0.5, "cosine": None})
+    c = _run("c", {"acts": 0.4})
+    ranked = {r.run.simulator: r for r in rank_runs([a, b, c])}
+    assert ranked["a"].ranks == {"acts": 1.5, "cosine": 1.0}
+    assert ranked["b"].ranks == {"acts": 1.5, "cosine": 2.5}
+    assert ranked["c"].ranks == {"acts": 3.0, "cosine": 2.5}
+    assert [r.run.simulator for r in rank_runs([c, b, a])] == ["a", "b", "c"]
+    # "best" needs two runs reporting the column: only a has cosine
+    assert ranked["a"].best == {"acts"} and ranked["b"].best == {"acts"} and not ranked["c"].best
+
+
+def test_leaderboard_equal_scores_share_a_place_and_sort_by_name():
+    ranked = rank_runs([_run("z", {"acts": 0.5}), _run("m", {"acts": 0.5}), _run("none", {"acts": None})])
+    assert [(r.run.simulator, r.rank) for r in ranked] == [("m", 1), ("z", 1), ("none", None)]
+    assert ranked[2].mean_rank is None
+
+
+def test_single_run_marks_no_best():
+    (entry,) = rank_runs([_run("only", {"acts": 0.5, "cosine": 0.4})])
+    assert entry.rank == 1 and not entry.best
+
+
+def test_page_leaderboard_matches_rule(run_dirs, page):
+    table = table1_data([load_run(d) for d in run_dirs])
+    order = re.findall(r'<tr data-kind="run" data-run="([^"]+)">', page)
+    assert order == [row["run"] for row in table["runs"]]
+    means = [row["mean_rank"] for row in table["runs"]]
+    assert means == sorted(means)
+    assert "mean rank" in RANKING_RULE and "Leaderboard" in page
+    assert page.count('<span class="badge">best</span>') == len(METRICS)  # no ties in random data
+
+
+# ------------------------------------------------------------------------------------ HTML safety
+
+
+def test_hostile_names_and_texts_are_escaped(tmp_path):
+    hostile = '<script>alert("x")</script> & $\\frac{1}{0}$ _hidden'
+    dialogues = _dialogues(4, seed=3)
+    dialogues[0]["turns"][0]["text"] = "<img src=x onerror=alert(1)>"
+    run = make_run_dir(tmp_path / "runs", hostile, dialogues, seed=1, profile="<b>bold</b>")
+    lines = (run / "scores.jsonl").read_text().splitlines()
+    first = json.loads(lines[0]) | {"candidate": "</dd><script>evil()</script>"}
+    (run / "scores.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    page = write_report([run], tmp_path / "r.html").read_text()
+    assert "<script" not in page and "<img" not in page and "<b>bold" not in page
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp;" in page
+    assert "&lt;/dd&gt;&lt;script&gt;evil()&lt;/script&gt;" in page
+    assert "&lt;b&gt;bold&lt;/b&gt;" in page
+    # every figure still rendered (mathtext in the name did not break matplotlib)
+    assert page.count("<svg ") == len(TURN_FIGURES)
+
+
+_REMOTE = [
+    re.compile(r"""\b(?:src|href|action|poster|data)\s*=\s*["']?\s*(?:https?:)?//""", re.I),
+    re.compile(r"@import", re.I),
+    re.compile(r"""url\(\s*["']?\s*(?:https?:)?//""", re.I),
+    re.compile(r"<(?:script|link|iframe|object|embed)\b", re.I),
+]
+
+
+def test_page_references_no_remote_resource(page):
+    for pattern in _REMOTE:
+        assert not pattern.search(page), pattern.pattern
+
+
+def test_every_figure_is_present_with_an_svg(page):
+    for spec in TURN_FIGURES:
+        match = re.search(rf'<figure id="{spec.id}">(.*?)</figure>', page, re.S)
+        assert match, spec.id
+        assert "<svg " in match.group(1) and "<figcaption>" in match.group(1)
+    assert {"fig-acts", "fig-correctness", "fig-position", "fig-length"} <= {s.id for s in TURN_FIGURES}
+
+
+def test_ids_are_unique(page):
+    ids = re.findall(r'\sid="([^"]+)"', page)
+    assert len(ids) == len(set(ids))
+
+
+def test_dialogue_level_section_when_present(page):
+    assert 'id="dialogue-table"' in page and "acts_jsd" in page and "detect_auroc" in page
+
+
+def test_provenance(run_dirs, page):
+    assert page.count(_DATA_SHA) == len(run_dirs)
+    assert "data/eedi-test.jsonl" in page and "evaluated set" in page and "2026-12-01T10:00:00+00:00" in page
+
+
+def test_page_is_small(run_dirs, page):
+    # Three runs over 30 dialogues; figures are aggregates, so this does not grow with the turns.
+    assert len(page.encode()) < 400_000
+
+
+def test_without_dialogue_results_or_details(tmp_path):
+    run = make_run_dir(tmp_path / "runs", "bare", _dialogues(3, seed=5), seed=2)
+    lines = [json.loads(x) | {"details": {}} for x in (run / "scores.jsonl").read_text().splitlines()]
+    (run / "scores.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    page = render_report([load_run(run)])
+    assert "dialogue-table" not in page and "Results." in page
+    for figure_id in ("fig-acts", "fig-correctness"):
+        body = re.search(rf'<figure id="{figure_id}">(.*?)</figure>', page, re.S).group(1)
+        assert "<svg" not in body and "No run" in body
+    assert '<figure id="fig-position"><svg' in page
+
+
+def test_output_directory_and_atomic_write(run_dirs, tmp_path):
+    out = write_report(run_dirs[:1], tmp_path)
+    assert out == tmp_path / "report.html" and out.read_text().startswith("<!DOCTYPE html>")
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]  # no temporary file left
+
+
+def test_missing_matplotlib_names_the_extra(run_dirs, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(MissingExtraError, match=r"pip install 'simhub\[report\]'"):
+        write_report(run_dirs, tmp_path / "r.html")
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_runs_on_different_data_and_a_plugin_metric(tmp_path):
+    # Two data files: one "real" series each. A metric outside the paper's seven gets a column
+    # and a by-position panel, after the paper's.
+    first = make_run_dir(tmp_path / "a", "sim", _dialogues(5, seed=1), seed=1)
+    second = make_run_dir(tmp_path / "b", "sim", _dialogues(6, seed=2), seed=2, profile="demo")
+    results = json.loads((second / "results.json").read_text())
+    results["data"] |= {"path": "data/other.jsonl", "sha256": "ab" * 32}
+    results["metrics"]["helpfulness"] = {"mean": 0.5, "std": 0.1, "n": 10, "ci95": [0.4, 0.6]}
+    (second / "results.json").write_text(json.dumps(results))
+    lines = [json.loads(x) for x in (second / "scores.jsonl").read_text().splitlines()]
+    for line in lines:
+        line["scores"]["helpfulness"] = 0.5
+    (second / "scores.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    runs = [load_run(first), load_run(second)]
+    table = table1_data(runs)
+    assert table["metrics"] == [*METRICS, "helpfulness"]
+    assert {row["name"] for row in table["runs"]} == {"sim · paper-8b", "sim · demo"}
+    page = render_report(runs)
+    assert "Real · eedi-test.jsonl" in page and "Real · other.jsonl" in page
+    assert ">helpfulness ↑</th>" in page and "helpfulness</text>" in page
