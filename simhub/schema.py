@@ -142,12 +142,33 @@ def iter_jsonl(path: str | os.PathLike[str], type: type = Dialogue) -> Iterator:
                 raise SchemaError(f"{path}:{lineno}: invalid JSON ({exc})") from None
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where the system tells it (Linux), else by
+    setting and restoring it (a brief window other threads creating files could notice)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename."""
+    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename.
+
+    The file gets the permissions a plain ``open(path, "w")`` would give (0666 less the umask):
+    ``mkstemp`` creates private 0600 files, which other users of a shared output folder could not read.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Sequence
 
-from simhub.errors import SimhubError
+from simhub.errors import EXTRAS, MissingExtraError, SimhubError
 
 EXIT_USAGE = 2
 
@@ -23,10 +24,41 @@ COMMAND_MODULES = (
     "simhub.cli.prompt",
     "simhub.cli.training",
     "simhub.cli.serve",
+    "simhub.cli.evaluate",
+    "simhub.cli.annotate",
 )
 
 
+#: The extra each command needs beyond the core install (what ``pip install 'simhub[EXTRA]'`` to name
+#: when an optional module is missing); commands not listed name the extra of the missing module.
+COMMAND_EXTRAS = {"serve": "serve", "train": "train", "dpo": "train", "tiny": "metrics", "score": "metrics",
+                  "kt-cutoffs": "metrics", "prompt": "metrics", "simulate": "metrics", "eval": "metrics",
+                  "annotate": "metrics", "report": "report"}
+#: Extras that include others (``train`` installs ``metrics``), so a command's extra can stand for a module's.
+_INCLUDES = {"train": {"metrics"}, "serve": {"metrics"}, "evaluate": {"metrics"}}
+_RST_ROLE = re.compile(r":[\w:]+:`~?([^`]+)`|``([^`]+)``|`([^`]+)`")
+
+
+def plain(text: str) -> str:
+    """``text`` without reStructuredText markup (``code``, :class:`X`): help is read in a terminal."""
+    return _RST_ROLE.sub(lambda m: next(g for g in m.groups() if g is not None), text)
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Help text as plain text, whatever markup descriptions borrowed from docstrings carry."""
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(plain(text))
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        return plain(super()._expand_help(action))
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):  # argparse's own usage errors: exit 2, one line, no usage dump
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
@@ -49,13 +81,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code = args.handler(args)
+    except MissingExtraError as exc:
+        print(f"simhub: error: {missing_extra_message(exc.field or '', args.command)}", file=sys.stderr)
+        return EXIT_USAGE
     except SimhubError as exc:
         print(f"simhub: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ImportError as exc:  # an optional module imported without simhub.errors.require
+        module = (getattr(exc, "name", None) or "").split(".")[0]
+        if module not in EXTRAS:
+            raise
+        print(f"simhub: error: {missing_extra_message(module, args.command)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("simhub: interrupted (finished work is kept; rerun the same command to resume)", file=sys.stderr)
         return 130
     return int(code or 0)
+
+
+def missing_extra_message(module: str, command: str | None) -> str:
+    """``X is not installed: pip install 'simhub[EXTRA]'``, naming the command's extra when it brings
+    the module (``simhub train`` without torch: ``simhub[train]``, not just ``simhub[metrics]``)."""
+    top = module.split(".")[0]
+    extra = EXTRAS.get(top, "all")
+    wanted = COMMAND_EXTRAS.get(command or "")
+    if wanted is not None and (extra == wanted or extra in _INCLUDES.get(wanted, ())):
+        extra = wanted
+    what = f"simhub {command}" if command else "this command"
+    return f"{what} needs {top or 'an optional module'}, which is not installed: pip install 'simhub[{extra}]'"
 
 
 if __name__ == "__main__":

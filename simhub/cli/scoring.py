@@ -17,6 +17,7 @@ def _score(args: argparse.Namespace) -> int:
     items = list(iter_jsonl(args.input, type=ScoreItem))
     profile = profile_for(args, metrics=metric_models(load_profile(args.profile), metrics), simulators=[], tutors=[])
     scorer = Scorer.from_profile(profile)
+    scorer.load(metrics)  # now, so a missing extra stops the command instead of nulling every score
     result = scorer.score(items, metrics, progress=True)
     payload = b"".join(to_json(item.to_dict()) + b"\n" for item in result.items)
     atomic_write_bytes(args.output, payload)

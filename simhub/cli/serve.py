@@ -11,10 +11,18 @@ k of n until every model is loaded.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+#: Read by tqdm and the Hugging Face libraries when they are imported (after this, in ``_serve``).
+QUIET_ENVIRONMENT = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+                     "TRANSFORMERS_VERBOSITY": "error"}
 
 
 def _serve(args: argparse.Namespace) -> int:
+    if args.log_level != "debug":  # models build in the background: one log line per step, no progress bars
+        for name, value in QUIET_ENVIRONMENT.items():
+            os.environ.setdefault(name, value)
     from simhub.config import load_profile
     from simhub.errors import require
 
@@ -23,10 +31,11 @@ def _serve(args: argparse.Namespace) -> int:
     from simhub.serving.settings import ServiceSettings
 
     profile = load_profile(args.profile)
-    settings = ServiceSettings.load(profile, host=args.host, port=args.port, simulator_backend=args.backend)
+    settings = ServiceSettings.load(profile, host=args.host, port=args.port, simulator_backend=args.backend,
+                                    log_level=args.log_level)
     app = create_app(settings, profile)
     print(f"simhub: serving profile {profile.name} on http://{settings.host}:{settings.port} "
-          f"(docs: /schema/swagger, readiness: /ready)", file=sys.stderr, flush=True)
+          f"(docs: /schema, readiness: /ready; models build and load in the background)", file=sys.stderr, flush=True)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False,
                 timeout_graceful_shutdown=10)
     return 0
@@ -39,5 +48,6 @@ def register(sub) -> None:
     p.add_argument("--port", type=int, default=None, help="port (default 8000; SIMHUB_PORT)")
     p.add_argument("--backend", choices=["transformers", "vllm"], default=None,
                    help="backend of every local simulator (default: the profile's serving.backend)")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                   help="log level (default info: one line per build step; debug also shows the libraries' progress)")
     p.set_defaults(handler=_serve)

@@ -68,8 +68,8 @@ def _pull(args: argparse.Namespace) -> int:
     return 0
 
 
-def _recipe_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("recipe", metavar="RECIPE", help="a shipped recipe name (e.g. tiny-student-sft, kt-8b) or a YAML path")
+def _recipe_args(p: argparse.ArgumentParser, examples: str = "tiny-student-sft, kt-8b") -> None:
+    p.add_argument("recipe", metavar="RECIPE", help=f"a shipped recipe name (e.g. {examples}) or a YAML path")
     p.add_argument("--output-dir", required=True, help="folder for checkpoints, the adapter and results")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a recipe key (typed; dotted keys for sections, e.g. dpo.beta=0.2); repeatable")
@@ -82,7 +82,7 @@ def register(sub) -> None:
     p.set_defaults(handler=_train)
 
     p = sub.add_parser("dpo", help="offline RL: generate, score, pair and DPO-train a student")
-    _recipe_args(p)
+    _recipe_args(p, "tiny-student-dpo, student-dpo-8b")
     p.add_argument("--until", choices=["generate", "score", "pairs", "train"], default="train",
                    help="stop after this stage (default: run all)")
     p.set_defaults(handler=_dpo)

@@ -659,9 +659,11 @@ class DetectResult:
     n_groups: int
     n_splits: int
     seed: int
+    #: Out-of-fold P(simulated) of every turn, real turns first (for a bootstrap over dialogues).
+    scores: tuple[float, ...] = ()
 
     def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "scores"}
 
 
 def detect_auroc(
@@ -736,6 +738,7 @@ def detect_auroc(
         n_groups=len(group_ids),
         n_splits=splits,
         seed=seed,
+        scores=tuple(float(x) for x in scores),
     )
 
 

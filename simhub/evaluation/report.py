@@ -423,6 +423,32 @@ def _load_dialogue_results(file: Path) -> DialogueResults | None:
     return DialogueResults(MappingProxyType(metrics), MappingProxyType(data))
 
 
+def _is_dialogue_level(data: Any) -> bool:
+    return isinstance(data, dict) and data.get("kind") == "dialogue-level"
+
+
+def _dialogue_only_run(path: Path, dialogue: DialogueResults) -> Run:
+    """A folder written by ``simhub eval-dialogues`` alone: no turn-level row, only the dialogue-level
+    section (its Table-1 cells show as missing)."""
+    raw = dialogue.raw
+    file = path / DIALOGUE_RESULTS_FILE
+    return Run(
+        path=path,
+        simulator=_text(raw.get("simulator"), file, "simulator") or "simulated",
+        profile=_text(raw.get("profile"), file, "profile"),
+        data=DataInfo(path=_text(raw.get("real"), file, "real"), sha256=None,
+                      dialogues=_count(raw.get("real_dialogues"), file, "real_dialogues"), turns=None),
+        metrics=MappingProxyType({}),
+        failures=Failures(simulation=_count(raw.get("failed_rollouts"), file, "failed_rollouts", default=0) or 0,
+                          scoring=MappingProxyType({})),
+        config=MappingProxyType({}),
+        simhub_version=None,
+        created=None,
+        turns=(),
+        dialogue_results=dialogue,
+    )
+
+
 def load_run(path: str | PathLike[str]) -> Run:
     """Read and check a ``simhub eval`` run directory.
 
@@ -433,6 +459,10 @@ def load_run(path: str | PathLike[str]) -> Run:
     path = Path(path)
     if not path.is_dir():
         raise DataError(f"{path}: not a directory (expected a simhub eval run directory)", file=str(path))
+    dialogue = _load_dialogue_results(path / DIALOGUE_RESULTS_FILE)
+    turn_file = path / RESULTS_FILE
+    if dialogue is not None and (not turn_file.is_file() or _is_dialogue_level(_read_json(turn_file))):
+        return _dialogue_only_run(path, dialogue)
     results = _load_results(path / RESULTS_FILE)
     return Run(
         path=path,
@@ -648,12 +678,8 @@ def _new_figure(width: float, height: float) -> Figure:
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def _draw_acts(ctx: ReportContext) -> Figure | None:
-    rows = []
-    for s in ctx.real:
-        rows.append((s, [t.real_act for t in s.turns]))
-    for s in ctx.series:
-        rows.append((s, [t.predicted_act for t in s.turns]))
+def _act_bars(rows: Sequence[tuple[Series, Sequence[str | None]]], ylabel: str) -> Figure | None:
+    """Grouped bars: the share of each act among each row's labels (real rows hatched)."""
     if not any(label is not None for _, labels in rows for label in labels):
         return None
     has_other = any(label is not None and label not in ACTS for _, labels in rows for label in labels)
@@ -668,9 +694,15 @@ def _draw_acts(ctx: ReportContext) -> Figure | None:
                hatch="//" if s.real else None, edgecolor="white" if s.real else None, linewidth=0,
                label=_mpl_text(f"{s.label} (n={n:,})", 60))
     ax.set_xticks(range(len(categories)), categories)
-    ax.set_ylabel("share of turns (%)")
+    ax.set_ylabel(ylabel)
     ax.legend(loc="upper right", fontsize=8)
     return fig
+
+
+def _draw_acts(ctx: ReportContext) -> Figure | None:
+    rows = [(s, [t.real_act for t in s.turns]) for s in ctx.real]
+    rows += [(s, [t.predicted_act for t in s.turns]) for s in ctx.series]
+    return _act_bars(rows, "share of turns (%)")
 
 
 def _draw_correctness(ctx: ReportContext) -> Figure | None:
@@ -860,9 +892,99 @@ TURN_FIGURES: tuple[FigureSpec, ...] = (
     ),
 )
 
-#: Figures of the dialogue-level section (``dialogue_results.json``), in page order. Each builder
-#: reads ``run.dialogue_results`` of the runs in the context; none ships yet.
-DIALOGUE_FIGURES: tuple[FigureSpec, ...] = ()
+def _dialogue_figure_data(ctx: ReportContext, key: str) -> tuple[list[tuple[Series, Any]], list[tuple[Series, Any]]]:
+    """``figures.<key>`` of each run's dialogue_results.json: one real entry per distinct real file
+    (the first run's colour scheme), and one simulated entry per run."""
+    real: list[tuple[Series, Any]] = []
+    sim: list[tuple[Series, Any]] = []
+    seen: dict[str, int] = {}
+    for run, s in zip(ctx.runs, ctx.series, strict=True):
+        if run.dialogue_results is None:
+            continue
+        figures = run.dialogue_results.raw.get("figures")
+        entry = figures.get(key) if isinstance(figures, Mapping) else None
+        if not isinstance(entry, Mapping):
+            continue
+        source = str(run.dialogue_results.raw.get("real") or "")
+        if source not in seen and entry.get("real"):
+            seen[source] = len(seen)
+            label = "Real" if not seen[source] else f"Real · {Path(source).name}"
+            colour = _REAL_COLOUR if not seen[source] else ("#999999", "#222222", "#777777")[(seen[source] - 1) % 3]
+            real.append((Series(label, colour, (), real=True), entry["real"]))
+        if entry.get("sim"):
+            sim.append((s, entry["sim"]))
+    return real, sim
+
+
+def _draw_dialogue_acts(ctx: ReportContext) -> Figure | None:
+    real, sim = _dialogue_figure_data(ctx, "acts")
+    rows = [(s, [label for label, k in counts.items() for _ in range(int(k))])
+            for s, counts in real + sim if isinstance(counts, Mapping)]
+    return _act_bars([(s, labels) for s, labels in rows if labels], "share of student turns (%)")
+
+
+def _draw_dialogue_lengths(ctx: ReportContext) -> Figure | None:
+    real, sim = _dialogue_figure_data(ctx, "lengths")
+    rows = [(s, [int(w) for w in v]) for s, v in real + sim if isinstance(v, list) and v]
+    if not rows:
+        return None
+    n_bins = 1 + max(_length_bin(w) for _, words in rows for w in words)
+    fig = _new_figure(7.5, 3.2)
+    ax = fig.subplots()
+    for s, words in rows:
+        counts = Counter(_length_bin(w) for w in words)
+        ax.plot(range(n_bins), [100 * counts[b] / len(words) for b in range(n_bins)], drawstyle="steps-mid",
+                color=s.colour, linewidth=2.2 if s.real else 1.4, linestyle="--" if s.real else "-",
+                label=_mpl_text(f"{s.label} (median {_median(words):g}, n={len(words):,})", 60))
+    ax.set_xticks(range(n_bins), _length_labels()[:n_bins], rotation=45, ha="right", rotation_mode="anchor")
+    ax.set_xlim(-0.5, n_bins - 0.5)
+    ax.set_xlabel("words per student turn")
+    ax.set_ylabel("share of student turns (%)")
+    ax.tick_params(labelsize=8)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _draw_mastery(ctx: ReportContext) -> Figure | None:
+    real, sim = _dialogue_figure_data(ctx, "mastery")
+    rows = [(s, [float(v) for v in curve]) for s, curve in real + sim if isinstance(curve, list) and curve]
+    if not rows:
+        return None
+    fig = _new_figure(7.5, 3.2)
+    ax = fig.subplots()
+    for s, curve in rows:
+        ax.plot(range(1, len(curve) + 1), curve, marker="o", markersize=3, color=s.colour,
+                linewidth=2.2 if s.real else 1.4, linestyle="--" if s.real else "-", label=_mpl_text(s.label, 60))
+    ax.set_xlabel("student turn in the dialogue")
+    ax.set_ylabel("mean predicted mastery")
+    ax.set_ylim(0, 1)
+    ax.grid(axis="y", linewidth=0.4, alpha=0.5)
+    ax.legend(fontsize=7)
+    return fig
+
+
+#: Figures of the dialogue-level section (``figures`` of ``dialogue_results.json``), in page order.
+DIALOGUE_FIGURES: tuple[FigureSpec, ...] = (
+    FigureSpec(
+        "fig-dialogue-acts", "Act mix over whole dialogues",
+        "Share of each dialogue act among the student turns of the real dialogues (hatched) and of each "
+        "simulator's rollouts, both labelled by the same act classifier (acts_jsd compares them).",
+        _draw_dialogue_acts,
+    ),
+    FigureSpec(
+        "fig-dialogue-length", "Student turn length over whole dialogues",
+        "Distribution of words per student turn, real (dashed) and in each simulator's rollouts "
+        "(length_w1 compares them on log1p(words)).",
+        _draw_dialogue_lengths,
+    ),
+    FigureSpec(
+        "fig-mastery", "Knowledge trajectories",
+        "Mean mastery the knowledge-tracing model predicts after each student turn, averaged over the "
+        "knowledge components of the question and over dialogues still running at that turn; real dashed "
+        "(kt_gain_diff compares the gains). Shown when the profile configures the knowledge metric.",
+        _draw_mastery,
+    ),
+)
 
 
 _SVG_STYLE = re.compile(r"<defs>\s*<style[^>]*>.*?</style>\s*</defs>", re.S)
@@ -1069,6 +1191,28 @@ def _validation_note() -> str:
             f"{_e(agreement)}.</p>")
 
 
+def _dialogue_detail(metric: str, details: Any) -> list[str]:
+    """The numbers behind a dialogue-level value, where the file has them."""
+    d = details.get(metric) if isinstance(details, Mapping) else None
+    if not isinstance(d, Mapping):
+        return []
+
+    def num(key: str) -> float | None:
+        value = d.get(key)
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    if metric == "tutor_sensitivity" and num("real_delta") is not None:
+        return [f"Δ real {_f(num('real_delta'), 3)}, simulated {_f(num('sim_delta'), 3)}"]
+    if metric == "pi_calibrated" and num("pi") is not None:
+        parts = [f"PI {_f(num('pi'), 3)}", f"ties {_f(num('tie_rate'), 3)}"]
+        if num("hh") is not None and num("pp") is not None:
+            parts.append(f"HH {_f(num('hh'), 3)}, PP {_f(num('pp'), 3)}")
+        return [" · ".join(parts)]
+    if metric == "kt_gain_diff" and num("real_mean") is not None:
+        return [f"gain real {_f(num('real_mean'), 3)}, simulated {_f(num('sim_mean'), 3)}"]
+    return []
+
+
 def _dialogue_section(ctx: ReportContext) -> str | None:
     runs = [r for r in ctx.runs if r.dialogue_results is not None]
     if not runs:
@@ -1091,6 +1235,14 @@ def _dialogue_section(ctx: ReportContext) -> str | None:
                 sub.append(f"95% CI {_f(value.ci95[0], 3)}–{_f(value.ci95[1], 3)}")
             if value.n is not None:
                 sub.append(f"n={value.n:,} dialogues")
+            failed = run.dialogue_results.raw.get("failed_rollouts")
+            if isinstance(failed, int) and failed:
+                sub.append(f"{failed:,} failed rollouts left out")
+            sub += _dialogue_detail(metric, run.dialogue_results.raw.get("details"))
+            stability = run.dialogue_results.raw.get("stability_sd")
+            sd = stability.get(metric) if isinstance(stability, Mapping) else None
+            if isinstance(sd, int | float):
+                sub.append(f"between-sample SD {_f(sd, 3)}")
             cells.append(f'<td><span class="mean">{_f(value.value)}</span>'
                          + "".join(f'<span class="sub">{_e(s)}</span>' for s in sub) + "</td>")
         rows.append(f'<tr><th scope="row" class="text">{_e(metric)}</th>{"".join(cells)}</tr>')

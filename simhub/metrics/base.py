@@ -69,10 +69,19 @@ class MetricResult:
     values: dict[str, float | None] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
+    #: A failure that a rerun may not repeat (an endpoint down, a model error): never cached.
+    transient: bool = False
 
     @classmethod
-    def null(cls, outputs: Sequence[str], reason: str) -> MetricResult:
-        return cls(dict.fromkeys(outputs), dict.fromkeys(outputs, reason))
+    def null(cls, outputs: Sequence[str], reason: str, *, transient: bool = False) -> MetricResult:
+        return cls(dict.fromkeys(outputs), dict.fromkeys(outputs, reason), transient=transient)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"values": self.values, "reasons": self.reasons, "details": self.details}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MetricResult:
+        return cls(dict(data["values"]), dict(data["reasons"]), dict(data["details"]))
 
 
 @dataclass(frozen=True)
@@ -139,6 +148,23 @@ class Metric(ABC):
     def prompt(self, item: ScoreItem) -> str | None:
         """The text the metric's model receives for ``item`` (``simhub prompt show``), if any."""
         return None
+
+    def resample_statistic(self, output: str, details: Sequence[dict | None]):
+        """For a set-dependent metric: a function of resampled item indices (with repetition) giving
+        the output's mean on that resample, recomputing what the set determines; None otherwise.
+        ``details`` are the items' details of this metric, in item order."""
+        return None
+
+    def cache_key(self) -> str:
+        """What determines this metric's per-item results besides the item: its class, configuration,
+        the files of its local models, the backend and simhub's version."""
+        from simhub import __version__
+        from simhub.cache import fingerprint, folder_fingerprint
+
+        config = msgspec.to_builtins(self.config) if self.config is not None else None
+        folders = [folder_fingerprint(getattr(self.config, k, None)) for k in ("model", "adapter")]
+        return fingerprint([type(self).__module__, type(self).__qualname__, config, folders,
+                            self.context.load.backend, __version__])
 
 
 def summarize(values: Sequence[float | None]) -> dict[str, float | int | None]:

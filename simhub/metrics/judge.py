@@ -135,7 +135,7 @@ class Judge(Metric):
         out = []
         for item, (answer, cause) in zip(items, self.answers([self.messages(it) for it in items]), strict=True):
             if answer is None:
-                result = MetricResult.null(["correctness", "errors"], f"judge request failed: {cause}")
+                result = MetricResult.null(["correctness", "errors"], f"judge request failed: {cause}", transient=True)
                 result.details = {"error": cause, "real_label": item.real.correctness}
             else:
                 v = parse_verdict(answer, item.real.correctness or "na")

@@ -554,6 +554,13 @@ class Knowledge(Metric):
             r.details["sim_quantiles"] = [int(q) for q in quantize(r.details["sim_deltas"], cut)]
         return {"knowledge": {"qwk": summary["qwk"], "cutoffs": summary["cutoffs"], "cutoff_source": source}}
 
+    def resample_statistic(self, output: str, details: Sequence[dict | None]):
+        """Paper cutoffs come from the evaluated set, so each bootstrap resample bins with the quantiles
+        of its own pooled real deltas (vectorised: one repeat and one quantile per resample)."""
+        if not self.set_dependent:
+            return None
+        return resampled_similarity(details)
+
     def prompt(self, item: ScoreItem) -> str:
         tracer = self.load()
         history = [*item.history, msgspec.structs.replace(item.real, content=item.candidate)]
@@ -578,3 +585,33 @@ def cutoffs_path(config: KnowledgeConfig, source: str) -> Path:
     except Exception as exc:  # not published with the model, offline
         raise ConfigError(f"knowledge.cutoffs: {KT_CUTOFFS_FILE} not found for {repo!r} ({type(exc).__name__}); "
                           "compute it with simhub kt-cutoffs or use paper cutoffs", field="knowledge.cutoffs") from None
+
+
+def resampled_similarity(details: Sequence[dict | None]):
+    """``f(indices) -> mean similarity`` over the resampled items, with cutoffs from the resample's
+    own real deltas (items without deltas are skipped; None when a resample has none)."""
+    owners, real, sim, kcs = [], [], [], np.zeros(len(details), dtype=np.int64)
+    for i, d in enumerate(details):
+        if d and d.get("real_deltas") is not None:
+            k = len(d["real_deltas"])
+            kcs[i] = k
+            owners.extend([i] * k)
+            real.extend(d["real_deltas"])
+            sim.extend(d["sim_deltas"])
+    owner = np.asarray(owners, dtype=np.int64)
+    real_a, sim_a = np.asarray(real, dtype=np.float64), np.asarray(sim, dtype=np.float64)
+    has = kcs > 0
+
+    def statistic(indices: np.ndarray) -> float | None:
+        weights = np.bincount(indices, minlength=len(details))
+        if not (weights * has).any():
+            return None
+        per_entry = weights[owner]
+        cut = np.quantile(np.repeat(real_a, per_entry), QUANTILES)
+        diff = np.abs(quantize(real_a, cut) - quantize(sim_a, cut)).astype(np.float64)
+        sums = np.bincount(owner, weights=diff, minlength=len(details))
+        chosen = has & (weights > 0)
+        sims = 1.0 - sums[chosen] / ((NUM_BINS - 1) * kcs[chosen])
+        return float(np.average(sims, weights=weights[chosen]))
+
+    return statistic

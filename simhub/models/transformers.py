@@ -17,7 +17,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from simhub.errors import ConfigError, require
-from simhub.models.base import Generation, GenerationResult, LanguageModel, Prompt, Sampling, cut_at_stop
+from simhub.models.base import Generation, GenerationResult, LanguageModel, Prompt, Sampling, TokenLogprob, cut_at_stop
 from simhub.models.refs import ResolvedRef, load_tokenizer
 
 
@@ -205,31 +205,58 @@ class TransformersLM(LanguageModel):
     def generate_ids(self, prompts: Sequence[Sequence[int]], sampling: Sampling) -> list[list[list[int]]]:
         """New token ids, ``n`` per prompt, each cut after its first stop token. Greedy decodes once
         per prompt and repeats; sampling is reproducible when ``seed`` is given. Left-padded batches."""
+        return [[seq for seq, _ in row] for row in self._generate_ids(prompts, sampling)]
+
+    def _generate_ids(self, prompts: Sequence[Sequence[int]], sampling: Sampling
+                      ) -> list[list[tuple[list[int], list[TokenLogprob] | None]]]:
+        """:meth:`generate_ids`, each sequence with its tokens' log-probabilities when
+        ``sampling.logprobs`` asks for them (None otherwise)."""
         torch = require("torch")
         stop = set(self.stop_ids)
         n = sampling.n
-        out: list[list[list[int]]] = []
+        out: list[list[tuple[list[int], list[TokenLogprob] | None]]] = []
         for start in range(0, len(prompts), self.batch_size):
             chunk = [list(p) for p in prompts[start : start + self.batch_size]]
             ids, mask = left_pad(chunk, self.pad_id)
             width = ids.shape[1]
             options = {"do_sample": False} if sampling.greedy else {
                 "do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "num_return_sequences": n}
+            recorder = _LogprobRecorder(sampling.logprobs) if sampling.logprobs is not None else None
+            if recorder is not None:
+                options["logits_processor"] = [recorder]
             with self.loaded.use(self.adapter_name) as model, torch.inference_mode(), torch.random.fork_rng(devices=[]):
                 if sampling.seed is not None:
                     torch.manual_seed(sampling.seed + start)
                 gen = model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
                                      max_new_tokens=sampling.max_tokens, pad_token_id=self.pad_id,
                                      eos_token_id=self.stop_ids, **options)
+                tables = recorder.finish(gen) if recorder is not None else None
             per_prompt = 1 if sampling.greedy else n
             for row in range(len(chunk)):
                 seqs = []
                 for k in range(per_prompt):
                     new = [int(t) for t in gen[row * per_prompt + k, width:]]
                     cut = next((j for j, t in enumerate(new) if t in stop), None)
-                    seqs.append(new if cut is None else new[: cut + 1])
+                    seq = new if cut is None else new[: cut + 1]
+                    logprobs = self._token_logprobs(seq, row * per_prompt + k, tables) if tables is not None else None
+                    seqs.append((seq, logprobs))
                 out.append(seqs * n if sampling.greedy else seqs)
         return out
+
+    def _token_logprobs(self, seq: list[int], row: int, tables: dict) -> list[TokenLogprob]:
+        """The entries of one generated sequence: its tokens' log-probabilities and the top k."""
+        decoded = tables.setdefault("decoded", {})
+
+        def text(token: int) -> str:
+            if token not in decoded:
+                decoded[token] = self.tokenizer.decode([token], skip_special_tokens=False)
+            return decoded[token]
+
+        chosen, top_values, top_ids = tables["chosen"], tables["top_values"], tables["top_ids"]
+        return [TokenLogprob(token=text(token), logprob=chosen[step][row],
+                             top=[(text(t), v) for t, v in zip(top_ids[step][row], top_values[step][row], strict=True)]
+                             if top_ids else [])
+                for step, token in enumerate(seq)]
 
     def generate(self, prompts: Sequence[Prompt], sampling: Sampling, *, progress: bool = False) -> list[GenerationResult]:
         ids = [self._prompt_ids(p) for p in prompts]
@@ -241,17 +268,54 @@ class TransformersLM(LanguageModel):
             chunk = ids[start : start + step]
             # The seed of a chunk is seed + its offset, as if generate_ids had run over all prompts at once.
             seeded = sampling if sampling.seed is None else dataclasses.replace(sampling, seed=sampling.seed + start)
-            for prompt, seqs in zip(chunk, self.generate_ids(chunk, seeded), strict=True):
+            for prompt, seqs in zip(chunk, self._generate_ids(chunk, seeded), strict=True):
                 gens = []
-                for seq in seqs:
+                for seq, logprobs in seqs:
                     stopped = bool(seq) and seq[-1] in stop
                     text, hit = cut_at_stop(self.tokenizer.decode(seq, skip_special_tokens=True), sampling.stop)
                     gens.append(Generation(text=text, finish_reason="stop" if (stopped or hit) else "length",
-                                           tokens=len(seq), stop_string=hit))
+                                           tokens=len(seq), stop_string=hit, logprobs=logprobs))
                 results.append(GenerationResult(gens, prompt_tokens=len(prompt)))
             bar.update(len(chunk))
         bar.close()
         return results
+
+
+class _LogprobRecorder:
+    """A logits processor that changes nothing and records, at each step, the log-probabilities of
+    the model's distribution (before temperature and top-p, as vLLM reports them by default): the
+    chosen token's, read one step later once it is known, and the ``k`` most likely tokens.
+
+    Only a step's full distribution is kept until the next step, so memory stays at one
+    ``(rows, vocabulary)`` tensor however long the generation.
+    """
+
+    def __init__(self, k: int):
+        self.k = k
+        self.previous = None
+        self.chosen: list = []
+        self.top: list = []
+
+    def __call__(self, input_ids, scores):
+        torch = require("torch")
+        logp = torch.log_softmax(scores.float(), dim=-1)
+        if self.previous is not None:
+            self.chosen.append(self.previous.gather(1, input_ids[:, -1:])[:, 0])
+        self.previous = logp
+        if self.k:
+            self.top.append(logp.topk(min(self.k, logp.shape[-1]), dim=-1))
+        return scores
+
+    def finish(self, sequences) -> dict:
+        """Per step and row: the chosen token's log-probability and the top k (values and ids), as lists."""
+        torch = require("torch")
+        if self.previous is not None:
+            self.chosen.append(self.previous.gather(1, sequences[:, -1:])[:, 0])
+            self.previous = None
+        chosen = torch.stack(self.chosen).double().cpu().tolist() if self.chosen else []
+        top_values = torch.stack([v for v, _ in self.top]).double().cpu().tolist() if self.top else []
+        top_ids = torch.stack([i for _, i in self.top]).cpu().tolist() if self.top else []
+        return {"chosen": chosen, "top_values": top_values, "top_ids": top_ids}
 
 
 def left_pad(seqs: Sequence[Sequence[int]], pad_id: int):

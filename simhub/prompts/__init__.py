@@ -15,7 +15,7 @@ from simhub.prompts.common import (
     format_turn,
     persona_block,
 )
-from simhub.prompts.judge import judge_messages
+from simhub.prompts.judge import judge_messages, realness_messages
 from simhub.prompts.kt import kt_context, kt_question
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "kt_context",
     "kt_question",
     "persona_block",
+    "realness_messages",
     "remove_end_marker",
     "student_messages",
     "tutor_messages",

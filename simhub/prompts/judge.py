@@ -29,3 +29,15 @@ def judge_messages(dialogue: Dialogue, history: list[Turn], real_text: str, real
             f"The real student's next turn:\n{real_text}\nIts correctness: {real_label}\n\n"
             f"The candidate's next turn:\n{candidate}")
     return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
+
+
+REALNESS_SYSTEM = """You will read two tutoring dialogues about the same math problem. In one of them the student is a real student; in the other the student is a simulation (the tutor's side may be real or simulated in either). Decide which student is the real one from how they write, answer, err and react.
+
+Answer with one word: A, B, or tie if you cannot tell."""
+
+
+def realness_messages(problem: str, first: list[Turn], second: list[Turn]) -> list[dict]:
+    """Pairwise indistinguishability: which of two dialogues has the real student?"""
+    user = (f"Problem:\n{problem}\n\nDialogue A:\n{format_history(first)}\n\nDialogue B:\n{format_history(second)}\n\n"
+            "Which student is real: A, B or tie?")
+    return [{"role": "system", "content": REALNESS_SYSTEM}, {"role": "user", "content": user}]

@@ -15,11 +15,13 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from simhub.cache import ContentCache, fingerprint
 from simhub.config import CandidateRules, Limits, Profile, ScoringConfig
 from simhub.errors import ConfigError, SchemaError
 from simhub.metrics import Metric, MetricContext, MetricResult, ScoreItem, check_metric_names, metric_classes
 from simhub.models import LoadOptions
 from simhub.prompts import cut_end_marker, remove_end_marker
+from simhub.schema import to_json
 
 log = logging.getLogger("simhub.scoring")
 
@@ -68,12 +70,14 @@ class Scorer:
     """
 
     def __init__(self, scoring: ScoringConfig | None = None, *, load: LoadOptions | None = None,
-                 mode: str = "service", limits: Limits | None = None):
+                 mode: str = "service", limits: Limits | None = None, cache: ContentCache | None = None):
         self.config = scoring or ScoringConfig()
         load = load or LoadOptions(backend=self.config.backend, device=self.config.device,
                                    batch_size=self.config.batch_size, share_base=self.config.share_base)
         self.context = MetricContext(load=load, mode=mode)
         self.limits = limits or Limits()
+        #: Per-item metric results by content (None: no cache); a rerun scores nothing twice.
+        self.cache = cache
         #: Metric instances by registry name, for the metrics this profile configures.
         self.instances: dict[str, Metric] = {}
         for name, cls in metric_classes().items():
@@ -82,11 +86,11 @@ class Scorer:
                 self.instances[name] = metric
 
     @classmethod
-    def from_profile(cls, profile: Profile, *, mode: str = "service") -> Scorer:
+    def from_profile(cls, profile: Profile, *, mode: str = "service", cache: ContentCache | None = None) -> Scorer:
         s = profile.scoring
         load = LoadOptions(backend=s.backend, device=s.device, batch_size=s.batch_size, share_base=s.share_base,
                            vllm=profile.serving.vllm)
-        return cls(s, load=load, mode=mode, limits=profile.serving.limits)
+        return cls(s, load=load, mode=mode, limits=profile.serving.limits, cache=cache)
 
     # ------------------------------------------------------------------ metrics
 
@@ -136,6 +140,8 @@ class Scorer:
         if len(item.candidate) > self.limits.max_candidate_chars:
             return (f"candidate: {len(item.candidate)} characters, more than the limit of "
                     f"{self.limits.max_candidate_chars}")
+        if len(item.dialogue.turns) > self.limits.max_turns:
+            return f"dialogue.turns: {len(item.dialogue.turns)} turns, more than the limit of {self.limits.max_turns}"
         return None
 
     def score(self, items: Sequence[ScoreItem], metrics: Sequence[str] | None = None, progress: bool = False) -> ScoreResult:
@@ -178,6 +184,16 @@ class Scorer:
             if len(skipped) < len(wanted):
                 todo.append(n)
         done: dict[int, MetricResult] = {}
+        keys: dict[int, str] = {}
+        if self.cache is not None and todo:
+            metric_key = metric.cache_key()
+            for n in todo:
+                item = prepared[n]
+                keys[n] = fingerprint([metric_key, item.turn_index, item.candidate, to_json(item.dialogue).decode()])
+                hit = self.cache.get(keys[n])
+                if hit is not None:
+                    done[n] = MetricResult.from_json(hit)
+            todo = [n for n in todo if n not in done]
         size = max(1, self.config.chunk_size)
         bar = tqdm(total=len(todo), desc=name, unit="turn", disable=not progress or len(todo) <= size)
         for start in range(0, len(todo), size):
@@ -187,8 +203,11 @@ class Scorer:
             except Exception as exc:  # a model failure nulls this chunk, with its cause, and is logged
                 log.exception("metric %s failed on %d items", name, len(chunk))
                 reason = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
-                out = [MetricResult.null(wanted, reason) for _ in chunk]
-            done.update(zip(chunk, out, strict=True))
+                out = [MetricResult.null(wanted, reason, transient=True) for _ in chunk]
+            for n, r in zip(chunk, out, strict=True):
+                done[n] = r
+                if self.cache is not None and not r.transient:
+                    self.cache.put(keys[n], r.to_json())
             bar.update(len(chunk))
         bar.close()
         order = sorted(done)

@@ -1,2 +1,2 @@
-"""The HTTP service: ``create_app(settings)`` in :mod:`simhub.serving.app`, ``simhub serve`` in
-:mod:`simhub.serving.cli`. Needs ``pip install 'simhub[serve]'``."""
+"""The HTTP service: ``create_app(settings)`` in :mod:`simhub.serving.app`, started by ``simhub serve``
+(:mod:`simhub.cli.serve`). Needs ``pip install 'simhub[serve]'``."""

@@ -2,7 +2,12 @@
 
 Routes: ``POST /simulate``, ``POST /score``, ``GET /models``, ``GET /health``, ``GET /ready``,
 ``GET /metrics``, ``POST /v1/chat/completions``, ``GET /v1/models``, and the OpenAPI schema and
-docs under ``/schema`` (``/schema/openapi.json``, ``/schema/swagger``, ``/schema/redoc``).
+docs under ``/schema`` (``/schema/openapi.json``; Swagger UI at ``/schema`` and ``/schema/swagger``,
+served from the package, so it works offline).
+
+Middleware, outermost first: access log and metrics, API key, rate limit, then the raw-body guard
+(size, UTF-8, nesting depth, lone surrogates) so nothing unauthenticated is read and nothing
+malformed reaches the decoder.
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ from litestar import Litestar
 from litestar.di import Provide
 from litestar.middleware.rate_limit import RateLimitConfig
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import RedocRenderPlugin, SwaggerRenderPlugin
 
 from simhub.config import Profile, load_profile
 from simhub.serving.controllers import (
@@ -26,7 +30,9 @@ from simhub.serving.controllers import (
     provide_services,
 )
 from simhub.serving.errors import EXCEPTION_HANDLERS, error_response
+from simhub.serving.guard import body_guard_middleware
 from simhub.serving.metrics import ServiceMetrics, access_middleware, configure_logging
+from simhub.serving.openapi import OfflineSwaggerPlugin, apply_limits, limits_description
 from simhub.serving.services import Services
 from simhub.serving.settings import ServiceSettings
 
@@ -74,7 +80,7 @@ def create_app(settings: ServiceSettings | None = None, profile: Profile | None 
     loaded here: the lifespan starts that in the background, so the port answers at once."""
     profile = profile if profile is not None else load_profile(settings.profile if settings else "demo")
     settings = settings or ServiceSettings.load(profile)
-    configure_logging(settings.log_json)
+    configure_logging(settings.log_json, logging.getLevelName(settings.log_level.upper()))
     metrics = ServiceMetrics()
     services = Services(profile, settings, metrics)
 
@@ -93,6 +99,7 @@ def create_app(settings: ServiceSettings | None = None, profile: Profile | None 
     if settings.rate_limit_per_minute > 0:
         middleware.append(RateLimitConfig(rate_limit=("minute", settings.rate_limit_per_minute),
                                           exclude=["/health", "/ready", "/metrics", "/schema"]).middleware)
+    middleware.append(body_guard_middleware(settings.limits, error_response))
     app = Litestar(
         route_handlers=[SimulationController, ScoringController, InfoController, OpenAIController],
         dependencies={"services": Provide(provide_services, sync_to_thread=False)},
@@ -100,13 +107,18 @@ def create_app(settings: ServiceSettings | None = None, profile: Profile | None 
         middleware=middleware,
         lifespan=[lifespan],
         request_max_body_size=settings.max_body_bytes,
+        # The service logs through simhub.serving (configure_logging); Litestar's default config would
+        # route every library's INFO records (paths of loaded models included) to stderr.
+        logging_config=None,
         openapi_config=OpenAPIConfig(
-            title="simhub", version="1", description="Simulated students in tutoring dialogues: simulate and score.",
-            path="/schema", render_plugins=[SwaggerRenderPlugin(), RedocRenderPlugin()],
+            title="simhub", version="1",
+            description="Simulated students in tutoring dialogues: simulate and score.\n\n" + limits_description(settings.limits),
+            path="/schema", render_plugins=[OfflineSwaggerPlugin("/schema")],
             **(_security() if settings.api_key else {}),
         ),
         debug=False,
     )
+    apply_limits(app.openapi_schema, settings.limits)
     app.state.services = services
     app.state.settings = settings
     app.state.metrics = metrics

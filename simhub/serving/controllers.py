@@ -3,29 +3,40 @@
 from __future__ import annotations
 
 import asyncio
-import time
-import uuid
 from typing import Annotated, ClassVar
 
 from litestar import Controller, Response, get, post
 from litestar.datastructures import State
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Body
+from litestar.response import Stream
 
 from simhub.metrics import ScoreItem
 from simhub.models import DEFAULT_MAX_TOKENS, Sampling
-from simhub.schema import Dialogue, Question, Turn
+from simhub.serving import chat
 from simhub.serving import schemas as s
+from simhub.serving.errors import clean
+from simhub.serving.openapi import StreamingOperation
 from simhub.serving.services import Services
 from simhub.simulation import SimulationResult
 
-ERRORS = {400: "invalid request or cap exceeded", 401: "missing or wrong API key", 413: "body too large",
-          422: "wrong types or constraint violated", 429: "rate limited", 503: "queue full or not ready (Retry-After)",
-          504: "request timed out"}
+ERRORS = {400: "invalid request, unsupported parameter, limit exceeded, body not UTF-8 or nested too deeply",
+          401: "missing or wrong API key", 413: "body too large",
+          422: "wrong types or constraint violated", 429: "rate limited", 502: "a simulator's own endpoint failed",
+          503: "queue full or not ready (Retry-After)", 504: "request timed out"}
 
 
 def _responses(*codes: int) -> dict:
     return {c: ResponseSpec(data_container=s.ErrorResponse, description=ERRORS.get(c, "error")) for c in codes}
+
+
+class EventStream(Stream):
+    """Server-sent events. Litestar hands a returned response the route's media type, which would
+    label the stream JSON; this keeps its own."""
+
+    def to_asgi_response(self, *args, **kwargs):
+        kwargs["media_type"] = self.media_type
+        return super().to_asgi_response(*args, **kwargs)
 
 
 def provide_services(state: State) -> Services:
@@ -44,7 +55,8 @@ async def _guarded(services: Services, coro_fn):
 
 def _simulation_out(results: list[SimulationResult]) -> tuple[list[s.SimulationOut], s.Usage]:
     out = [s.SimulationOut(candidates=[s.CandidateOut(text=c.text, finish_reason=c.finish_reason, end_of_dialogue=c.end_of_dialogue)
-                                       for c in r.candidates], end_of_dialogue=r.end_of_dialogue) for r in results]
+                                       for c in r.candidates], end_of_dialogue=r.end_of_dialogue,
+                           error=clean(r.error) if r.error is not None else None) for r in results]
     usage = s.Usage(prompt_tokens=sum(r.prompt_tokens for r in results),
                     completion_tokens=sum(c.tokens for r in results for c in r.candidates))
     return out, usage
@@ -77,14 +89,14 @@ class ScoringController(Controller):
     tags: ClassVar[list[str]] = ["scoring"]
 
     @post("/score", operation_id="score", status_code=200, responses=_responses(400, 413, 422, 429, 503, 504),
-          summary="Realism metrics of simulated turns against the real ones")
+          summary="Realism metrics of simulated turns against the real ones",
+          description="An item that cannot be scored (a tutor turn, an index out of range, a candidate or a dialogue "
+                      "over its limit) gets an error of its own, the others are scored, as in simhub score.")
     async def score(self, data: Annotated[s.ScoreRequest, Body(title="Score request")], services: Services) -> s.ScoreResponse:
         cfg = services.settings
         s.check_count(len(data.items), cfg.max_items, "items", "items")
-        s.check_dialogue_caps([(f"items[{i}].dialogue", it.dialogue) for i, it in enumerate(data.items)], cfg.max_turns,
+        s.check_dialogue_caps([(f"items[{i}].dialogue", it.dialogue) for i, it in enumerate(data.items)], None,
                               cfg.max_request_chars, extra_chars=sum(len(it.candidate) for it in data.items))
-        for n, item in enumerate(data.items):
-            s.check_score_item(n, item)
         metrics = services.scoring.resolve_metrics(data.metrics)
         items = [ScoreItem(it.dialogue, it.turn_index, it.candidate) for it in data.items]
         results, summary = await _guarded(services, lambda: services.scoring.score(items, metrics))
@@ -112,11 +124,20 @@ class InfoController(Controller):
         return s.HealthResponse(status="ok")
 
     @get("/ready", operation_id="ready", summary="Readiness: 200 once every model is loaded, else 503",
-         responses={503: ResponseSpec(data_container=s.ReadyResponse, description="still loading or failed")})
+         description="While starting, 503 with Retry-After and what is built, what is building and step k of n.",
+         responses={503: ResponseSpec(data_container=s.ReadyResponse, description="still building or loading, or failed")})
     async def ready(self, services: Services) -> Response[s.ReadyResponse]:
-        body = s.ReadyResponse(ready=services.ready, loading=list(services.loading), error=services.load_error)
+        step = dict(services.step)
+        body = s.ReadyResponse(
+            ready=services.ready, status=services.status,  # type: ignore[arg-type]
+            step=s.BuildStep(k=step["k"], n=step["n"], what=step["what"]), building=step["what"],
+            built=list(services.built), loading=list(services.loading),
+            error=clean(services.load_error) if services.load_error else None)
         services.metrics.ready.set(1 if services.ready else 0)
-        return Response(body, status_code=200 if services.ready else 503)
+        if services.ready:
+            return Response(body, status_code=200)
+        headers = {"Retry-After": str(services.settings.retry_after_s)} if not services.loaded else None
+        return Response(body, status_code=503, headers=headers)
 
     @get("/metrics", operation_id="metrics", summary="Prometheus metrics", media_type="text/plain; version=0.0.4")
     async def metrics(self, services: Services) -> bytes:
@@ -126,44 +147,25 @@ class InfoController(Controller):
 # ---------------------------------------------------------------------------------------- OpenAI-compatible
 
 
-def chat_to_dialogue(messages: list[s.ChatMessage]) -> Dialogue:
-    """The dialogue from the student's side: system = question, user = tutor, assistant = student."""
-    question = "\n".join(m.content for m in messages if m.role in ("system", "developer")).strip()
-    turns = [Turn(role="tutor" if m.role == "user" else "student", content=m.content)
-             for m in messages if m.role in ("user", "assistant")]
-    return Dialogue(id=f"chat-{uuid.uuid4().hex[:12]}", question=Question(text=question or "(no question given)"), turns=turns)
-
-
 class OpenAIController(Controller):
     path = "/v1"
     tags: ClassVar[list[str]] = ["openai"]
 
-    @post("/chat/completions", operation_id="createChatCompletion", status_code=200,
-          responses=_responses(400, 404, 413, 422, 429, 503, 504), summary="Next student turn, OpenAI chat format")
+    @post("/chat/completions", operation_id="createChatCompletion", status_code=200, operation_class=StreamingOperation,
+          responses=_responses(400, 404, 413, 422, 429, 502, 503, 504), summary="Next student turn, OpenAI chat format",
+          description="system = the question, user = the tutor, assistant = the student, who speaks next. Choices "
+                      "carry end_of_dialogue (simhub's extension). OpenAI parameters a simulated student cannot "
+                      "honour are refused with 400 naming them; fields OpenAI does not define are ignored.")
     async def chat(self, data: Annotated[s.ChatCompletionRequest, Body(title="Chat completion request")],
                    services: Services) -> s.ChatCompletion:
-        cfg = services.settings
-        if data.stream:
-            raise s.RequestError("stream: streaming is not supported; send stream=false", "stream")
         services.simulation.check_model(data.model)
-        s.check_count(data.n, cfg.max_n, "n", "candidates")
-        s.check_count(len(data.messages), cfg.max_turns + 2, "messages", "messages")
-        max_tokens = data.max_completion_tokens or data.max_tokens or min(DEFAULT_MAX_TOKENS, cfg.max_tokens)
-        s.check_count(max_tokens, cfg.max_tokens, "max_tokens", "tokens")
-        s.check_chat_messages(data.messages)
-        dialogue = chat_to_dialogue(data.messages)
-        s.check_dialogue_caps([("messages", dialogue)], cfg.max_turns, cfg.max_request_chars)
-        sampling = Sampling(temperature=data.temperature or 0.0, top_p=data.top_p or 1.0, n=data.n, seed=data.seed,
-                            max_tokens=max_tokens)
+        dialogue, sampling = chat.check_request(data, services.settings)
         (result,) = await _guarded(services, lambda: services.simulation.simulate(data.model, [dialogue], sampling))
-        completion = sum(c.tokens for c in result.candidates)
-        return s.ChatCompletion(
-            id=f"chatcmpl-{uuid.uuid4().hex}", object="chat.completion", created=int(time.time()), model=data.model,
-            choices=[s.ChatChoice(index=i, message=s.ChatChoiceMessage(role="assistant", content=c.text), finish_reason=c.finish_reason)
-                     for i, c in enumerate(result.candidates)],
-            usage=s.ChatUsage(prompt_tokens=result.prompt_tokens, completion_tokens=completion,
-                              total_tokens=result.prompt_tokens + completion),
-        )
+        chat.check_result(result)
+        if data.stream:
+            return EventStream(chat.stream_events(data, sampling, result), media_type="text/event-stream",  # type: ignore[return-value]
+                               headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return chat.completion(data, sampling, result)
 
     @get("/models", operation_id="listOpenAIModels", summary="Simulator ids, OpenAI format")
     async def models(self, services: Services) -> s.OpenAIModelList:

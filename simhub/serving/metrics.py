@@ -48,9 +48,9 @@ class ServiceMetrics:
 
 
 def route_of(scope: dict) -> str:
-    handler = scope.get("route_handler")
-    paths = getattr(handler, "paths", None)
-    return sorted(paths)[0] if paths else "unmatched"
+    """The route's full path template (``/v1/models``, not the handler's own ``/models``), so labels
+    stay few (no ids from paths) and distinct routes are never merged; ``unmatched`` before routing."""
+    return scope.get("path_template") or "unmatched"
 
 
 def access_middleware(metrics: ServiceMetrics):
@@ -105,6 +105,7 @@ class JsonFormatter(logging.Formatter):
 
 def configure_logging(json_logs: bool = True, level: int = logging.INFO) -> None:
     logger = logging.getLogger("simhub.serving")
+    logger.setLevel(level)
     if any(getattr(h, "_simhub", False) for h in logger.handlers):
         return
     handler = logging.StreamHandler()

@@ -1,9 +1,11 @@
 """Request and response bodies of the HTTP API (SPEC §7), as msgspec structs.
 
-Single-field constraints live in the types (``msgspec.Meta``), so msgspec rejects them while
-decoding and names the path (``$.sampling.n``). Rules that involve several fields or the
-service's configurable caps are the ``check_*`` functions below: one function per rule, each
-raising :class:`RequestError` that names the field.
+Single-field constraints that never change live in the types (``msgspec.Meta``), so msgspec rejects
+them while decoding and names the path (``$.sampling.n``). The service's configurable limits
+(:class:`simhub.config.Limits`) are not in the types: they are enforced by the ``check_*`` functions
+below (a 400 naming the field) and written into the OpenAPI schema from the configured values
+(:func:`simhub.serving.openapi.apply_limits`). Rules that involve several fields are ``check_*``
+functions too: one function per rule, each raising :class:`RequestError` that names the field.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from msgspec import Meta
 
 from simhub.errors import SimhubError
 from simhub.models import DEFAULT_MAX_TOKENS
-from simhub.schema import Dialogue, SchemaError
+from simhub.schema import Dialogue
 
 
 class RequestError(SimhubError):
@@ -38,11 +40,21 @@ class UnknownModel(RequestError):
     type = "unknown_model"
 
 
+class Unsupported(RequestError):
+    type = "unsupported_parameter"
+
+
+class UpstreamError(RequestError):
+    """A simulator's own endpoint failed after its retries: not the client's fault, and not ours."""
+
+    status_code = 502
+    type = "upstream_error"
+
+
 class Overloaded(SimhubError):
     """The queue is full; the client should retry after ``Retry-After`` seconds."""
 
 
-Text = Annotated[str, Meta(max_length=100_000)]
 ModelId = Annotated[str, Meta(min_length=1, max_length=200, description="A simulator id from GET /models")]
 
 
@@ -54,8 +66,8 @@ class SamplingParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     temperature: Annotated[float, Meta(ge=0.0, le=2.0, description="0 = greedy")] = 0.0
     top_p: Annotated[float, Meta(gt=0.0, le=1.0)] = 1.0
-    max_tokens: Annotated[int, Meta(ge=1, le=4096, description=f"default {DEFAULT_MAX_TOKENS} (or the service cap if lower)")] | None = None
-    n: Annotated[int, Meta(ge=1, le=64, description="candidates per dialogue")] = 1
+    max_tokens: Annotated[int, Meta(ge=1, description=f"default {DEFAULT_MAX_TOKENS} (or the service's limit if lower)")] | None = None
+    n: Annotated[int, Meta(ge=1, description="candidates per dialogue")] = 1
     seed: Annotated[int, Meta(ge=0, le=2**63 - 1)] | None = None
 
 
@@ -71,9 +83,11 @@ class CandidateOut(msgspec.Struct, kw_only=True):
     end_of_dialogue: bool = False
 
 
-class SimulationOut(msgspec.Struct, kw_only=True):
+class SimulationOut(msgspec.Struct, kw_only=True, omit_defaults=True):
     candidates: list[CandidateOut]
     end_of_dialogue: bool
+    #: Why there are no candidates: the simulator's own endpoint failed after its retries.
+    error: str | None = None
 
 
 class Usage(msgspec.Struct, kw_only=True):
@@ -92,8 +106,9 @@ class SimulateResponse(msgspec.Struct, kw_only=True):
 
 class ScoreItemIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     dialogue: Dialogue
-    turn_index: Annotated[int, Meta(ge=0, description="index of the real student turn the candidate replaces")]
-    candidate: Annotated[str, Meta(min_length=1, max_length=100_000)]
+    turn_index: Annotated[int, Meta(description="index of the real student turn the candidate replaces; a tutor turn "
+                                                "or an index out of range is an error of this item, not of the request")]
+    candidate: Annotated[str, Meta(description="the simulated turn (scored as sent; empty text is scored too)")]
 
 
 class ScoreRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -106,6 +121,7 @@ class ScoreRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class ScoreItemOut(msgspec.Struct, kw_only=True, omit_defaults=True):
     scores: dict[str, float | None]
     details: dict[str, Any] = msgspec.field(default_factory=dict)
+    #: Why this item could not be scored (its scores are all null); the other items are scored.
     error: str | None = None
 
 
@@ -132,7 +148,7 @@ class ScoreResponse(msgspec.Struct, kw_only=True):
     summary: dict[str, MetricSummary]
 
 
-# ---------------------------------------------------------------------------------------- /models, /health
+# ---------------------------------------------------------------------------------------- /models, /health, /ready
 
 
 class ModelInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -162,8 +178,26 @@ class HealthResponse(msgspec.Struct, kw_only=True):
     status: Literal["ok"]
 
 
-class ReadyResponse(msgspec.Struct, kw_only=True, omit_defaults=True):
+class BuildStep(msgspec.Struct, kw_only=True):
+    """Step ``k`` of ``n`` of starting up: building a provisioned model, or loading models."""
+
+    k: int
+    n: int
+    what: str | None = None
+
+
+class ReadyResponse(msgspec.Struct, kw_only=True):
+    """What starting up has done and is doing. ``step`` counts every build (demo models on a first
+    start) and the two loading steps (simulators, then metric models)."""
+
     ready: bool
+    status: Literal["loading", "ready", "failed"]
+    step: BuildStep
+    #: What the current step is doing (None once ready or failed).
+    building: str | None = None
+    #: Steps finished so far, in order.
+    built: list[str] = msgspec.field(default_factory=list)
+    #: Models not loaded yet: ``scorer`` and simulator ids.
     loading: list[str] = msgspec.field(default_factory=list)
     error: str | None = None
 
@@ -181,25 +215,109 @@ class ErrorResponse(msgspec.Struct, kw_only=True):
 # ---------------------------------------------------------------------------------------- OpenAI-compatible
 
 
+class ContentPart(msgspec.Struct, kw_only=True):
+    """One part of a message's content; only ``text`` parts are read."""
+
+    type: str
+    text: str | None = None
+
+
 class ChatMessage(msgspec.Struct, kw_only=True):
     role: Literal["system", "developer", "user", "assistant"]
-    content: Annotated[str, Meta(max_length=100_000)]
+    content: str | list[ContentPart] | None = None
     name: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The message's text (text parts joined; a missing content is empty)."""
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(part.text or "" for part in self.content)
+
+
+class StreamOptions(msgspec.Struct, kw_only=True):
+    include_usage: bool = False
+
+
+_NOT_SUPPORTED = "Not supported: any value but null is refused with 400."
+
+
+def _only(default: str) -> str:
+    return f"Accepted only as {default} (or null); any other value is refused with 400."
 
 
 class ChatCompletionRequest(msgspec.Struct, kw_only=True):
-    """The subset of OpenAI's chat completion request a student simulator honours. Unknown
-    fields are ignored (as OpenAI clients send many); ``stream`` is refused. Greedy by default."""
+    """The OpenAI chat-completions request, as a simulated student honours it. Greedy by default.
+
+    Policy for the rest of OpenAI's parameters: fields a simulated student cannot honour (tools,
+    response formats, penalties, logit bias, stop sequences...) are refused with a 400 naming them,
+    unless they carry their neutral value; ``user``, ``metadata``, ``service_tier``, ``store: false``
+    and ``parallel_tool_calls`` change nothing and are accepted. Fields OpenAI does not define
+    (other vendors' extensions) are ignored.
+    """
 
     model: ModelId
     messages: Annotated[list[ChatMessage], Meta(min_length=1)]
-    temperature: Annotated[float, Meta(ge=0.0, le=2.0)] | None = None
+    temperature: Annotated[float, Meta(ge=0.0, le=2.0, description="0 (the default) = greedy")] | None = None
     top_p: Annotated[float, Meta(gt=0.0, le=1.0)] | None = None
-    max_tokens: Annotated[int, Meta(ge=1, le=4096)] | None = None
-    max_completion_tokens: Annotated[int, Meta(ge=1, le=4096)] | None = None
-    n: Annotated[int, Meta(ge=1, le=64)] = 1
+    max_tokens: Annotated[int, Meta(ge=1)] | None = None
+    max_completion_tokens: Annotated[int, Meta(ge=1)] | None = None
+    n: Annotated[int, Meta(ge=1)] = 1
     seed: Annotated[int, Meta(ge=0, le=2**63 - 1)] | None = None
-    stream: bool = False
+    stream: bool | None = False
+    stream_options: StreamOptions | None = None
+    logprobs: Annotated[bool, Meta(description="return the log-probability of each generated token")] | None = None
+    top_logprobs: Annotated[int, Meta(ge=0, le=20, description="with logprobs: the k most likely tokens at each position")] | None = None
+    # simhub's extensions (OpenAI clients send them with ``extra_body``).
+    roles: Annotated[Literal["student", "user_proxy"], Meta(description=(
+        "How messages map to the dialogue. student: system = the question, user = the tutor, assistant = the "
+        "student's earlier turns. user_proxy (for harnesses that drive a simulated user): user = the student's own "
+        "earlier turns, assistant = the tutor, and system messages (the harness's own instructions) are replaced "
+        "by the student's prompt. Default: the profile's serving.chat_roles."))] | None = None
+    question: Annotated[str, Meta(description=(
+        "The question the student works on. Default: the system messages (student roles), or metadata.question "
+        "(user_proxy roles)."))] | None = None
+    # Accepted and without effect.
+    user: str | None = None
+    metadata: dict[str, Any] | None = None
+    service_tier: str | None = None
+    store: Annotated[bool, Meta(description=_only("false"))] | None = None
+    parallel_tool_calls: bool | None = None
+    # Accepted only at their neutral value.
+    frequency_penalty: Annotated[float, Meta(description=_only("0"))] | None = None
+    presence_penalty: Annotated[float, Meta(description=_only("0"))] | None = None
+    logit_bias: Annotated[dict[str, Any], Meta(description=_only("{}"))] | None = None
+    response_format: Annotated[dict[str, Any], Meta(description=_only('{"type": "text"}'))] | None = None
+    tool_choice: Annotated[Any, Meta(description=_only('"none"'))] = None
+    modalities: Annotated[list[str], Meta(description=_only('["text"]'))] | None = None
+    stop: Annotated[Any, Meta(description=_only("[]: the turn ends at the end-of-turn token or the end-of-dialogue marker"))] = None
+    # Refused whenever given.
+    tools: Annotated[Any, Meta(description=_NOT_SUPPORTED)] = None
+    functions: Annotated[Any, Meta(description=_NOT_SUPPORTED)] = None
+    function_call: Annotated[Any, Meta(description=_NOT_SUPPORTED)] = None
+    audio: Annotated[Any, Meta(description=_NOT_SUPPORTED)] = None
+    prediction: Annotated[Any, Meta(description=_NOT_SUPPORTED)] = None
+    web_search_options: Annotated[Any, Meta(description=_NOT_SUPPORTED)] = None
+    reasoning_effort: Annotated[Any, Meta(description=_NOT_SUPPORTED)] = None
+    verbosity: Annotated[Any, Meta(description=_NOT_SUPPORTED)] = None
+
+
+#: OpenAI parameters accepted only at a neutral value: name -> whether a given (non-null) value is neutral.
+NEUTRAL_ONLY = {
+    "frequency_penalty": lambda v: v == 0,
+    "presence_penalty": lambda v: v == 0,
+    "logit_bias": lambda v: not v,
+    "response_format": lambda v: v == {"type": "text"},
+    "tool_choice": lambda v: v == "none",
+    "modalities": lambda v: v == ["text"],
+    "stop": lambda v: v == [] or v == "",
+    "store": lambda v: v is False,
+}
+#: OpenAI parameters refused whenever given.
+REFUSED = ("tools", "functions", "function_call", "audio", "prediction", "web_search_options", "reasoning_effort",
+           "verbosity")
 
 
 class ChatChoiceMessage(msgspec.Struct, kw_only=True):
@@ -207,10 +325,34 @@ class ChatChoiceMessage(msgspec.Struct, kw_only=True):
     content: str
 
 
+class TopLogprob(msgspec.Struct, kw_only=True):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+
+
+class TokenLogprobOut(msgspec.Struct, kw_only=True):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+    top_logprobs: list[TopLogprob] = msgspec.field(default_factory=list)
+
+
+class ChoiceLogprobs(msgspec.Struct, kw_only=True):
+    """One entry per generated token (``usage.completion_tokens`` of the choice), in order."""
+
+    content: list[TokenLogprobOut] | None = None
+    refusal: list[TokenLogprobOut] | None = None
+
+
 class ChatChoice(msgspec.Struct, kw_only=True):
     index: int
     message: ChatChoiceMessage
     finish_reason: Literal["stop", "length"]
+    logprobs: ChoiceLogprobs | None = None
+    #: simhub's extension: the student ended the dialogue (the end-of-dialogue marker; then
+    #: ``finish_reason`` is ``stop`` and the marker is not in the text).
+    end_of_dialogue: bool = False
 
 
 class ChatUsage(msgspec.Struct, kw_only=True):
@@ -252,11 +394,14 @@ def check_count(n: int, cap: int, field: str, what: str) -> None:
         raise CapExceeded(f"{field}: {n} {what}, more than the cap of {cap}", field)
 
 
-def check_dialogue_caps(dialogues: list[tuple[str, Dialogue]], max_turns: int, max_chars: int, extra_chars: int = 0) -> None:
-    """Turns per dialogue and characters per request."""
+def check_dialogue_caps(dialogues: list[tuple[str, Dialogue]], max_turns: int | None, max_chars: int,
+                        extra_chars: int = 0) -> None:
+    """Turns per dialogue (unless ``max_turns`` is None: /score reports those per item) and
+    characters of text per request."""
     total = extra_chars
     for where, d in dialogues:
-        check_count(len(d.turns), max_turns, f"{where}.turns", "turns")
+        if max_turns is not None:
+            check_count(len(d.turns), max_turns, f"{where}.turns", "turns")
         total += dialogue_chars(d)
     if total > max_chars:
         field = dialogues[0][0].split("[")[0] if dialogues else None
@@ -272,30 +417,37 @@ def check_student_next(where: str, d: Dialogue) -> None:
         )
 
 
-def check_score_item(n: int, item: ScoreItemIn) -> None:
-    """/score: ``turn_index`` must point at a real student turn of the item's dialogue."""
-    if not item.dialogue.turns:
-        raise RequestError(f"items[{n}].dialogue.turns: the dialogue has no turns", f"items[{n}].dialogue.turns")
-    field = f"items[{n}].turn_index"
-    try:
-        item.dialogue.check_student_turn(item.turn_index, field)
-    except SchemaError as exc:
-        raise RequestError(str(exc), field) from None
-    if not item.candidate.strip():
-        raise RequestError(f"items[{n}].candidate: empty text", f"items[{n}].candidate")
-
-
-def check_chat_messages(messages: list[ChatMessage]) -> None:
-    """/v1/chat/completions: system first, then the dialogue; the student (assistant) speaks next."""
+def check_chat_messages(messages: list[ChatMessage], roles: str = "student") -> None:
+    """/v1/chat/completions: text content only; system first, then the dialogue; the student
+    (assistant, or user with ``user_proxy`` roles) speaks next."""
     seen_turn = False
     for i, m in enumerate(messages):
+        if isinstance(m.content, list):
+            for j, part in enumerate(m.content):
+                if part.type != "text":
+                    where = f"messages[{i}].content[{j}].type"
+                    raise Unsupported(f"{where}: only text content is supported, not {part.type[:40]!r}", where)
         if m.role in ("system", "developer"):
             if seen_turn:
                 raise RequestError(f"messages[{i}].role: system messages must come before the dialogue", f"messages[{i}].role")
         else:
             seen_turn = True
-    if messages[-1].role == "assistant":
+    student, tutor = ("user", "assistant") if roles == "user_proxy" else ("assistant", "user")
+    if messages[-1].role == student:
         raise RequestError(
-            "messages: the last message is the student's (assistant); end with the tutor's (user) message",
+            f"messages: the last message is the student's ({student}, with {roles} roles); end with the tutor's "
+            f"({tutor}) message",
             f"messages[{len(messages) - 1}].role",
         )
+
+
+def check_chat_parameters(request: ChatCompletionRequest) -> None:
+    """Known OpenAI parameters a simulated student cannot honour: one 400 naming all of them."""
+    given = [name for name in REFUSED if getattr(request, name) is not None]
+    given += [name for name, neutral in NEUTRAL_ONLY.items()
+              if getattr(request, name) is not None and not neutral(getattr(request, name))]
+    if given:
+        raise Unsupported(f"{', '.join(given)}: not supported by a simulated student (it answers in plain text with the "
+                          "model's own distribution); leave them out", given[0])
+    if request.top_logprobs is not None and not request.logprobs:
+        raise RequestError("top_logprobs: needs logprobs: true", "top_logprobs")

@@ -8,11 +8,12 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 from simhub.config import Profile
-from simhub.errors import ConfigError
+from simhub.errors import ConfigError, SimhubError
 from simhub.metrics import ScoreItem, summarize
 from simhub.models import Sampling
 from simhub.scoring import ItemResult, Scorer
@@ -134,11 +135,31 @@ class SimulationService:
                 for n in self.names]
 
 
+def _quiet_libraries() -> None:
+    """Progress bars of the Hugging Face libraries off and their logs at ERROR, for the whole process:
+    a service's log is one line per build step, not nested bars (``--log-level debug`` keeps them)."""
+    import os
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    with contextlib.suppress(ImportError):
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    with contextlib.suppress(ImportError):
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+
+
 class Services:
     """Everything the app holds, built from the profile and loaded in a background thread.
 
     Loading first builds what the profile provisions (demo models on a first start), step by step,
-    then loads every simulator and metric model. Requests that arrive meanwhile wait (on an asyncio
+    then loads every simulator and metric model: steps ``1..n`` are the builds, then "loading
+    simulators", then "loading metric models". Requests that arrive meanwhile wait (on an asyncio
     event, no thread parked) up to their timeout, then get 503.
     """
 
@@ -150,8 +171,9 @@ class Services:
         self.display_scorer = self.scoring.scorer
         self.simulation = SimulationService(profile, settings, metrics)
         self.loading: list[str] = ["scorer", *self.simulation.names]
-        #: Build progress: the current step (k of n) and what it is.
-        self.step: dict[str, Any] = {"k": 0, "n": 0, "what": None}
+        #: Start-up progress: the current step (k of n, k = 0 before the first) and what it does;
+        #: finished steps in ``built``. Every unbuilt provisioned model is a step, then two loading steps.
+        self.step: dict[str, Any] = {"k": 0, "n": len(self._pending_builds()) + 2, "what": None}
         self.built: list[str] = []
         self.load_error: str | None = None
         #: True once loading has ended (successfully or not); written only by the loading thread.
@@ -159,42 +181,75 @@ class Services:
         self._loaded_event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        #: Set by :meth:`close`: loading stops at the next step instead of starting engines nobody will stop.
+        self._closing = threading.Event()
 
     @property
     def ready(self) -> bool:
         return self.loaded and self.load_error is None
 
-    def _on_step(self, k: int, n: int, what: str) -> None:
+    @property
+    def status(self) -> str:
+        return "ready" if self.ready else "failed" if self.loaded else "loading"
+
+    def _pending_builds(self) -> list[str]:
+        """The profile's provisioned references not built yet (file checks only: cheap)."""
+        from simhub.config import provisioned_refs
+        from simhub.provision import is_built
+
+        return [ref for ref in provisioned_refs(self.profile) if not is_built(ref)]
+
+    def _begin(self, what: str) -> None:
+        """Start the next step (the previous one is done): one log line per step."""
         if self.step.get("what"):
             self.built.append(self.step["what"])
-        self.step = {"k": k, "n": n, "what": what}
-        log.info("build step", extra={"step": k, "steps": n, "what": what})
+        k = self.step["k"] + 1
+        self.step = {"k": k, "n": max(self.step["n"], k), "what": what}
+        log.info("step %d/%d: %s", k, self.step["n"], what, extra={"step": k, "steps": self.step["n"], "what": what})
 
     def load(self) -> None:
         """Build (demo models on first start) and load every model; sets ``ready``."""
         from simhub.provision import provision_profile
         from simhub.simulation import build_simulator, load_options
 
+        started = time.perf_counter()
+        quiet = log.getEffectiveLevel() > logging.DEBUG
+        if quiet:
+            _quiet_libraries()
+            with contextlib.suppress(ImportError):
+                from simhub.training.common import VERBOSE
+
+                VERBOSE.set(False)  # this thread only: training elsewhere in the process still reports
         try:
-            profile = provision_profile(self.profile, on_step=self._on_step)
-            if self.step.get("what"):
-                self.built.append(self.step["what"])
-            self.step = {"k": self.step["n"], "n": self.step["n"], "what": None}
+            self.step = {"k": 0, "n": len(self._pending_builds()) + 2, "what": None}
+            profile = provision_profile(self.profile, on_step=lambda k, n, what: self._begin(what))
             options = load_options(profile, asynchronous=True, backend=self.settings.simulator_backend)
+            self._begin(f"loading {len(self.simulation.names)} simulators")
             for sid in self.simulation.names:
+                if self._closing.is_set():
+                    raise RuntimeError("the service is shutting down")
                 simulator = build_simulator(sid, profile, options, force_backend=self.settings.simulator_backend)
-                log.info("loading simulator", extra={"simulator": sid, "kind": simulator.kind})
+                log.debug("loading simulator", extra={"simulator": sid, "kind": simulator.kind})
                 simulator.load()
                 self.simulation.simulators[sid] = simulator
                 self.loading.remove(sid)
+            if self._closing.is_set():
+                raise RuntimeError("the service is shutting down")
             scorer = Scorer.from_profile(profile)
-            log.info("loading metric models", extra={"metrics": scorer.metrics})
+            self._begin(f"loading metric models ({', '.join(scorer.metrics) or 'none'})")
             scorer.load()
             self.scoring.scorer = scorer
             self.loading.remove("scorer")
-            log.info("ready")
+            self.built.append(self.step["what"])
+            self.step = {**self.step, "what": None}
+            log.info("ready in %.1f s", time.perf_counter() - started)
         except Exception as exc:
-            self.load_error = f"{type(exc).__name__}: {exc}" if isinstance(exc, ConfigError) else type(exc).__name__
+            if self._closing.is_set():
+                self.load_error = "the service shut down while loading"
+                log.info("loading stopped: the service is shutting down")
+                return
+            # A SimhubError's message is meant for the user (a missing extra, a bad profile); others only name their type.
+            self.load_error = f"{type(exc).__name__}: {exc}" if isinstance(exc, SimhubError) else type(exc).__name__
             log.exception("loading models failed")
         finally:
             self.loaded = True
@@ -223,6 +278,12 @@ class Services:
     async def close(self) -> None:
         from simhub.models import unload_models
 
+        self._closing.set()
+        if self._thread is not None and self._thread.is_alive():
+            # An engine being started would outlive the process (vLLM runs it in a process of its own):
+            # let the step finish (bounded), then stop what it started.
+            log.info("shutting down: waiting up to 60 s for step %d/%d to finish", self.step["k"], self.step["n"])
+            await asyncio.to_thread(self._thread.join, 60)
         await self.scoring.batcher.close()
         for simulator in self.simulation.simulators.values():
             simulator.close()

@@ -34,6 +34,9 @@ class ServiceSettings:
     api_key: str | None = field(default=None, repr=False)
     #: Replace the backend of every local simulator (``transformers`` or ``vllm``).
     simulator_backend: str | None = None
+    #: The service's log level (``simhub serve --log-level``); above ``debug``, background builds are
+    #: quiet (one log line per step, no progress bars).
+    log_level: str = "info"
     serving: ServingConfig = field(default_factory=ServingConfig)
 
     def __getattr__(self, name: str) -> Any:
@@ -62,13 +65,20 @@ class ServiceSettings:
                     target[name] = _convert(name, raw, getattr(struct, name))
                 if overrides.get(name) is not None:
                     target[name] = overrides[name]
-        unknown = set(overrides) - _SERVING - _LIMITS - {"profile", "api_key", "simulator_backend"}
+        unknown = set(overrides) - _SERVING - _LIMITS - {"profile", "api_key", "simulator_backend", "log_level"}
         if unknown:
             raise ConfigError(f"settings: unknown setting(s) {', '.join(sorted(unknown))}", field=sorted(unknown)[0])
         serving = msgspec.structs.replace(serving, limits=msgspec.structs.replace(serving.limits, **limits), **changes)
+        try:  # the values from the environment and overrides get the profile's checks (choices, ranges)
+            serving = msgspec.convert(msgspec.to_builtins(serving), ServingConfig)
+        except msgspec.ValidationError as exc:
+            where = str(exc).rpartition("at `$.")[2].rstrip("`").split(".")[-1] or "serving"
+            raise ConfigError(f"{ENV_PREFIX}{where.upper()}: {str(exc).partition(' - at')[0]}",
+                              field=f"{ENV_PREFIX}{where.upper()}") from None
         name = overrides.get("profile") or (profile.source or profile.name if profile is not None else "demo")
         return cls(profile=name, api_key=overrides.get("api_key") or env.get(ENV_PREFIX + "API_KEY") or None,
-                   simulator_backend=overrides.get("simulator_backend"), serving=serving)
+                   simulator_backend=overrides.get("simulator_backend"), log_level=overrides.get("log_level") or "info",
+                   serving=serving)
 
 
 def _convert(name: str, raw: str, default: Any) -> Any:

@@ -74,6 +74,8 @@ class Simulator(ABC):
     default_sampling: Sampling = Sampling()
     #: Whether it can answer arbitrary histories (HTTP); reference simulators need the real turn.
     serves_http: bool = True
+    #: Whether its answers are worth caching (a reference simulator answers instantly from the data).
+    cacheable: bool = True
 
     def describe(self) -> dict[str, Any]:
         return {"id": self.id, "kind": self.kind}
@@ -101,6 +103,16 @@ class Simulator(ABC):
     def config_record(self) -> dict[str, Any]:
         """What identifies the simulator's outputs (cache keys and run provenance)."""
         return self.describe()
+
+    def fingerprint(self) -> str:
+        """The part of a generation's cache key that is the simulator: its configuration, the files of
+        its local model and adapter (a retrained adapter gets new keys) and simhub's version."""
+        from simhub import __version__
+        from simhub.cache import fingerprint, folder_fingerprint
+
+        record = self.config_record()
+        return fingerprint([record, folder_fingerprint(record.get("base_model")), folder_fingerprint(record.get("adapter")),
+                            __version__])
 
     def close(self) -> None:
         """Release what :meth:`load` took."""

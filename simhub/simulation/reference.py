@@ -21,6 +21,7 @@ REFERENCE_SIMULATORS = ("reference:previous-turn", "reference:real")
 class ReferenceSimulator(Simulator):
     kind = "reference"
     serves_http = False
+    cacheable = False
 
     def __init__(self, sid: str):
         if sid not in REFERENCE_SIMULATORS:

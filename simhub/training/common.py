@@ -6,6 +6,7 @@ supervised training loop, and the output folder's files (adapter, ``training_con
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import logging
 import os
@@ -23,9 +24,16 @@ EVAL_RESULTS_FILE = "eval_results.json"
 
 logger = logging.getLogger("simhub.training")
 
+#: Whether training prints its progress (summary lines, trainable parameters, the Trainer's bars and
+#: per-step dicts). A service building demo models in a background thread turns it off there, so
+#: its log keeps one line per build step; what is trained is the same either way.
+VERBOSE: contextvars.ContextVar[bool] = contextvars.ContextVar("simhub_training_verbose", default=True)
+
 
 def _log(message: str) -> None:
-    if int(os.environ.get("RANK", "0")) == 0:
+    if not VERBOSE.get():
+        logger.debug(message)
+    elif int(os.environ.get("RANK", "0")) == 0:
         print(f"[simhub train] {message}", flush=True)
 
 
@@ -227,7 +235,7 @@ def run_supervised(recipe: TrainRecipe, output_dir: str | os.PathLike[str], resu
                           field="data")
 
     model = get_peft_model(load_base(recipe, resolved["base_model"]), lora_config(recipe))
-    if int(os.environ.get("RANK", "0")) == 0:
+    if int(os.environ.get("RANK", "0")) == 0 and VERBOSE.get():
         model.print_trainable_parameters()
     has_eval = bool(eval_ex.items)
     args = training_arguments(
@@ -238,6 +246,11 @@ def run_supervised(recipe: TrainRecipe, output_dir: str | os.PathLike[str], resu
     trainer = (trainer_cls or Trainer)(
         model=model, args=args, train_dataset=train_ex.items, eval_dataset=eval_ex.items if has_eval else None,
         data_collator=(collator or (lambda tok: PadCollator(tok.pad_token_id)))(tokenizer), processing_class=tokenizer)
+    if not VERBOSE.get():  # the callbacks only print (bars, loss dicts); the logged history is kept
+        from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+        trainer.remove_callback(ProgressCallback)
+        trainer.remove_callback(PrinterCallback)
     result = trainer.train(resume_from_checkpoint=checkpoint)
     results = (evaluate or evaluate_loss)(trainer, eval_ex.items, tokenizer) if has_eval else {}
     results.update({"kind": recipe.kind, "split": recipe.eval_split, "train_loss": result.training_loss,

@@ -10,27 +10,19 @@ downloaded browsers).
 from __future__ import annotations
 
 import html
-import os
 from pathlib import Path
 
 import pytest
 
-CHROMIUM = os.environ.get("SIMHUB_CHROMIUM", "/usr/bin/chromium")
+from tests.e2e.browser import ARGS, CHROMIUM, require_browser
 
 pytestmark = pytest.mark.browser
-
-if not Path(CHROMIUM).is_file():
-    pytest.skip(f"the browser test needs Debian's chromium at {CHROMIUM} (apt-get install chromium)",
-                allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test needs playwright (pip install playwright)")
+sync_api = require_browser()
 pytest.importorskip("matplotlib", reason="the report draws its figures with matplotlib (simhub[report])")
 
 from simhub.evaluation.paper import TABLE1  # noqa: E402
 from simhub.evaluation.report import TURN_FIGURES, load_run, table1_data, write_report  # noqa: E402
 from tests.unit.test_report import make_runs  # noqa: E402
-
-ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,16 @@
-"""The service as a real uvicorn process (``simhub serve``) on a free loopback port: the official
-OpenAI client, bad input that must not kill it, a bounded load test and a schemathesis run."""
+"""The service as a real uvicorn process (``simhub serve``) on a free loopback port: binding at once
+while models build, the official OpenAI client (streaming and log-probabilities included), bad input
+that must not kill it, a bounded load test and a fuzz run (schemathesis, then raw bodies: nesting
+depth, huge numbers, unicode edge cases, duplicate keys)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -12,7 +19,7 @@ import pytest
 pytest.importorskip("litestar")
 httpx = pytest.importorskip("httpx")
 
-from tests.doubles.server_process import ServerProcess, metric_total  # noqa: E402
+from tests.doubles.server_process import ServerProcess, free_port, metric_total  # noqa: E402
 from tests.integration.test_serving import HISTORY, PAPER_DIALOGUE, QUESTION, rouge_items  # noqa: E402  (one copy)
 
 ROOT = Path(__file__).parents[2]
@@ -53,6 +60,65 @@ def test_openai_client_against_live_server(server):
         client.chat.completions.create(model="gpt-4.1", messages=messages)
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=f"{url}/v1", api_key="wrong", max_retries=0).models.list()
+    # simhub's extension on each choice: whether the student ended the dialogue.
+    assert first.choices[0].model_extra["end_of_dialogue"] in (True, False)
+    assert first.usage.total_tokens == first.usage.prompt_tokens + first.usage.completion_tokens
+
+
+def test_openai_client_drives_the_user_proxy_convention(server):
+    """A harness that simulates users sends its own transcript (user = the simulated student,
+    assistant = the tutor under test) and its own system prompt; simhub answers as the student would
+    under its own convention."""
+    openai = pytest.importorskip("openai")
+    url, _ = server
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key=API_KEY, max_retries=0)
+    tutor_1, student_1, tutor_2 = "What calculation do we need to do here?", "5/8 divided by 1/6?", "How do we divide fractions?"
+    student_view = [{"role": "system", "content": QUESTION["text"]}, {"role": "user", "content": tutor_1},
+                    {"role": "assistant", "content": student_1}, {"role": "user", "content": tutor_2}]
+    harness_view = [{"role": "system", "content": "You are a user simulator. Reply as the user would."},
+                    {"role": "assistant", "content": tutor_1}, {"role": "user", "content": student_1},
+                    {"role": "assistant", "content": tutor_2}]
+    want = client.chat.completions.create(model="tiny-student-lora", messages=student_view, max_tokens=8)
+    got = client.chat.completions.create(model="tiny-student-lora", messages=harness_view, max_tokens=8,
+                                         extra_body={"roles": "user_proxy", "question": QUESTION["text"]})
+    assert got.choices[0].message.content == want.choices[0].message.content
+    assert got.usage.prompt_tokens == want.usage.prompt_tokens
+    streamed = client.chat.completions.create(model="tiny-student-lora", messages=harness_view, max_tokens=8, stream=True,
+                                              metadata={"question": QUESTION["text"]}, extra_body={"roles": "user_proxy"})
+    assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == want.choices[0].message.content
+    with pytest.raises(openai.BadRequestError, match="user_proxy"):
+        client.chat.completions.create(model="tiny-student-lora", messages=harness_view[:3], max_tokens=8,
+                                       extra_body={"roles": "user_proxy"})
+
+
+def test_openai_client_streams_and_returns_logprobs(server):
+    openai = pytest.importorskip("openai")
+    url, _ = server
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key=API_KEY, max_retries=0)
+    messages = [{"role": "system", "content": QUESTION["text"]}, {"role": "user", "content": "What is 5/8 divided by 1/6?"}]
+    whole = client.chat.completions.create(model="tiny-student", messages=messages, max_tokens=8, logprobs=True, top_logprobs=2)
+    content = whole.choices[0].logprobs.content
+    assert len(content) == whole.usage.completion_tokens and all(len(t.top_logprobs) == 2 for t in content)
+    assert all(t.logprob <= 0 and t.bytes == list(t.token.encode()) for t in content)
+
+    stream = client.chat.completions.create(model="tiny-student", messages=messages, max_tokens=8, stream=True,
+                                            stream_options={"include_usage": True}, logprobs=True, top_logprobs=2)
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole.choices[0].message.content
+    finals = [c.choices[0] for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert len(finals) == 1 and finals[0].finish_reason == whole.choices[0].finish_reason
+    assert finals[0].model_extra["end_of_dialogue"] == whole.choices[0].model_extra["end_of_dialogue"]
+    streamed = [t.logprob for c in chunks if c.choices and c.choices[0].logprobs for t in c.choices[0].logprobs.content]
+    assert streamed == pytest.approx([t.logprob for t in content], abs=1e-6)
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="tiny-student", messages=messages,
+                                       tools=[{"type": "function", "function": {"name": "solve"}}])
+    assert refused.value.status_code == 400 and "tools" in str(refused.value)
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model="tiny-student", messages=messages, response_format={"type": "json_object"})
 
 
 def test_openai_compatible_simulator_against_live_server(server, monkeypatch, tmp_path):
@@ -82,7 +148,7 @@ def test_bad_input_keeps_server_alive(server):
     url, _ = server
     bad = [
         ("/score", {"items": [{"dialogue": PAPER_DIALOGUE, "turn_index": [1], "candidate": "x"}]}, 422),
-        ("/score", {"items": [{"dialogue": PAPER_DIALOGUE, "turn_index": 0, "candidate": "x"}]}, 400),
+        ("/score", {"items": [{"dialogue": PAPER_DIALOGUE, "turn_index": 0, "candidate": "x"}], "metrics": ["rouge_l"]}, 200),
         ("/score", {"items": rouge_items(), "metrics": ["bleu"]}, 400),
         ("/score", {"items": rouge_items() * 3}, 400),
         ("/simulate", {"model": "nobody", "dialogues": [HISTORY]}, 404),
@@ -94,8 +160,13 @@ def test_bad_input_keeps_server_alive(server):
         for path, body, status in bad:
             r = c.post(path, json=body)
             assert r.status_code == status, (path, r.text)
-            assert r.json()["error"]["message"]
+            # A tutor turn is an error of its item, inside a 200, as in simhub score.
+            assert r.json()["items"][0]["error"] if status == 200 else r.json()["error"]["message"]
         assert c.post("/score", content=b"\xff\x00", headers={"content-type": "application/json"}).status_code == 400
+        deep = c.post("/score", content=b"[" * 100_000 + b"]" * 100_000, headers={"content-type": "application/json"})
+        assert deep.status_code == 400 and "levels deep" in deep.json()["error"]["message"]
+        lone = c.post("/score", content=b'{"items": "\\ud800"}', headers={"content-type": "application/json"})
+        assert lone.status_code == 400 and "lone surrogate" in lone.json()["error"]["message"]
         assert c.get("/health").json() == {"status": "ok"}
         assert c.post("/score", json={"items": rouge_items(), "metrics": ["rouge_l"]}).status_code == 200
 
@@ -147,9 +218,48 @@ def test_bounded_load(server):
     assert metric_total(metrics, "simhub_http_request_duration_seconds_count", route="/score") >= 43 + 43 + 42
 
 
+# ---------------------------------------------------------------------------------------- fuzzing
+
+#: Numbers that overflow, underflow or are not numbers at all in JSON.
+HUGE_NUMBERS = ["1e999", "-1e999", "9" * 400, "-" + "9" * 400, "1e-999", "0." + "0" * 400 + "1", "-0", "NaN",
+                "Infinity", "1" * 5000, "18446744073709551616", "-9223372036854775809"]
+#: Text that is hard to get right: raw bytes (some not UTF-8) and JSON escapes (some lone surrogates).
+UNICODE_BYTES = [b"\xff", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\x00", b"\xef\xbb\xbf",
+                 "\U0001f600 \u202e \u0301 \u00e9".encode(), b"\\ud800", b"\\udfff", b"\\ud83d\\ude00",
+                 b"\\u0000", b"\\", b"\\\"", b"\\ud800\\ud800", b"x" * 3000]
+
+
+def _raw_bodies():
+    """Raw request bodies no schema describes (schemathesis sends valid JSON only)."""
+    from hypothesis import strategies as st
+
+    dialogue = json.dumps({**HISTORY, "turns": HISTORY["turns"][:1]})
+    depth = st.integers(1, 200_000)
+    nested = depth.map(lambda d: b"[" * d + b"]" * d)
+    in_meta = depth.map(lambda d: b'{"model": "tiny-student", "dialogues": [' + dialogue[:-1].encode()
+                        + b', "meta": {"x": ' + b"[" * d + b"]" * d + b"}}]}")
+    numbers = st.tuples(st.sampled_from(["turn_index", "temperature", "n", "max_tokens", "seed", "top_p"]),
+                        st.sampled_from(HUGE_NUMBERS)).map(
+        lambda kv: (b'{"model": "tiny-student", "dialogues": [' + dialogue.encode() + b'], "sampling": {"'
+                    + kv[0].encode() + b'": ' + kv[1].encode() + b"}}"))
+    text = st.lists(st.sampled_from(UNICODE_BYTES), min_size=1, max_size=4).map(b"".join)
+    unicode_bodies = text.map(lambda t: b'{"model": "tiny-student", "max_tokens": 2, "messages": [{"role": "user", "content": "'
+                              + t + b'"}]}')
+    candidates = text.map(lambda t: b'{"metrics": ["rouge_l"], "items": [{"dialogue": ' + json.dumps(PAPER_DIALOGUE).encode()
+                          + b', "turn_index": 1, "candidate": "' + t + b'"}]}')
+    duplicates = st.sampled_from([
+        b'{"items": [], "items": ' + json.dumps(rouge_items()).encode() + b', "metrics": ["rouge_l"], "metrics": null}',
+        b'{"model": "x", "model": "tiny-student", "max_tokens": 2, "max_tokens": 99999, "messages": [{"role": "user", '
+        b'"role": "assistant", "content": "a", "content": "b"}]}',
+        b'{"model": "tiny-student", "dialogues": [' + dialogue.encode() + b'], "dialogues": 1}',
+    ])
+    return st.one_of(nested, in_meta, numbers, unicode_bodies, candidates, duplicates)
+
+
 def test_schemathesis_finds_no_server_errors(server):
     schemathesis = pytest.importorskip("schemathesis")
     from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
 
     url, _ = server
     schema = schemathesis.openapi.from_url(f"{url}/schema/openapi.json")
@@ -174,6 +284,80 @@ def test_schemathesis_finds_no_server_errors(server):
             labels.append(operation.label)
             run(operation)
     assert "POST /score" in labels and "POST /simulate" in labels
+
+    # Then what the schema cannot express: nesting depth, huge numbers, unicode edge cases, duplicate keys.
+    with httpx.Client(base_url=url, headers={**auth(), "content-type": "application/json"}, timeout=60) as client:
+        @settings(max_examples=120, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+        @given(body=_raw_bodies(), path=st.sampled_from(["/score", "/simulate", "/v1/chat/completions"]))
+        def raw(body, path):
+            response = client.post(path, content=body)
+            statuses[(f"raw {path}", response.status_code)] = statuses.get((f"raw {path}", response.status_code), 0) + 1
+            if response.status_code >= 500 or (response.status_code >= 400 and not response.json()["error"]["message"]):
+                failures.append((path, response.status_code, body[:120], response.text[:300]))
+
+        raw()
     print(sorted(statuses.items()))
     assert not failures, failures
+    assert {code for (label, code) in statuses if label.startswith("raw")} >= {200, 400}
     assert httpx.get(f"{url}/health").status_code == 200
+
+
+# ---------------------------------------------------------------------------------------- starting up
+
+
+def _start(profile: str, home: Path, log_path: Path, port: int) -> subprocess.Popen:
+    env = {**os.environ, "SIMHUB_HOME": str(home)}
+    env.pop("SIMHUB_API_KEY", None)
+    with log_path.open("wb") as out:
+        return subprocess.Popen([sys.executable, "-m", "simhub.cli", "serve", "--profile", profile, "--port", str(port),
+                                 "--log-level", "info"], env=env, stdout=out, stderr=subprocess.STDOUT, cwd=str(ROOT))
+
+
+@pytest.mark.parametrize("profile", [str(DEMO), pytest.param("demo", marks=pytest.mark.slow)])
+def test_binds_at_once_and_reports_the_build(profile, tmp_path):
+    """With an empty SIMHUB_HOME the port answers within seconds; /ready says what is built, what is
+    building and step k of n until every model is loaded; the log has one line per step, no bars."""
+    log_path, port = tmp_path / "server.log", free_port()
+    url = f"http://127.0.0.1:{port}"
+    start = time.time()
+    proc = _start(profile, tmp_path / "home", log_path, port)
+    try:
+        while True:
+            assert proc.poll() is None, log_path.read_text()
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.time() - start < 30, "the port did not answer within 30 s"
+            time.sleep(0.2)
+        seen = []
+        deadline = time.time() + 900
+        while True:
+            r = httpx.get(f"{url}/ready", timeout=5)
+            body = r.json()
+            if r.status_code == 200:
+                break
+            assert r.status_code == 503 and body["status"] == "loading", body
+            assert int(r.headers["retry-after"]) >= 1
+            assert body["step"]["n"] >= 2 and 0 <= body["step"]["k"] <= body["step"]["n"]
+            seen.append((body["step"]["k"], body["building"]))
+            assert time.time() < deadline, body
+            time.sleep(0.5)
+        assert body["ready"] is True and body["status"] == "ready" and body["loading"] == [] and body["building"] is None
+        n = body["step"]["n"]
+        assert body["step"]["k"] == n and len(body["built"]) == n
+        assert any(b.startswith("building tiny:") for b in body["built"]) and body["built"][-1].startswith("loading metric models")
+        assert any(k < n for k, _ in seen)  # it answered while building
+        assert httpx.get(f"{url}/health").status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    log = log_path.read_text(errors="replace")
+    steps = re.findall(r'"message": "step (\d+)/(\d+): ([^"]*)"', log)
+    assert [int(k) for k, _, _ in steps] == list(range(1, n + 1)) and {int(m) for _, m, _ in steps} == {n}
+    assert [what for _, _, what in steps] == body["built"]
+    for noise in ("it/s]", "s/it]", "{'loss'", "'eval_loss'", "trainable params", "[simhub train]", "Writing model shards",
+                  "Loading weights"):
+        assert noise not in log, noise
+    assert not re.search(r"\d+%\|", log), "a progress bar in the log"

@@ -142,3 +142,19 @@ def test_rescoring_from_details_recomputes_the_sets_own_cutoffs():
     assert values[2] == similarity(quantize([-0.2], cut), quantize([0.3], cut))
     fixed, _ = scores_from_details(details, SPEC_CUTOFFS)
     assert fixed[2] == similarity(quantize([-0.2], SPEC_CUTOFFS), quantize([0.3], SPEC_CUTOFFS))
+
+
+def test_resampled_similarity_equals_rescoring_the_resample():
+    """The bootstrap's vectorised statistic equals re-scoring the resampled items from scratch."""
+    from simhub.metrics.knowledge import resampled_similarity, scores_from_details
+
+    rng = np.random.default_rng(0)
+    details = [None] + [{"kcs": ["a", "b"], "real_deltas": list(rng.normal(0, 0.02, 2)),
+                         "sim_deltas": list(rng.normal(0, 0.02, 2))} for _ in range(30)]
+    statistic = resampled_similarity(details)
+    for _ in range(5):
+        idx = rng.integers(0, len(details), len(details))
+        values, _ = scores_from_details([details[i] for i in idx])
+        expected = np.mean([v for v in values if v is not None])
+        assert statistic(idx) == pytest.approx(expected, abs=1e-12)
+    assert statistic(np.array([0, 0])) is None

@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 
 from simhub.errors import DataError, MissingExtraError
+from simhub.evaluation.dialogue_eval import write_results
 from simhub.evaluation.paper import METRICS, TABLE1
 from simhub.evaluation.report import (
+    DIALOGUE_FIGURES,
     RANKING_RULE,
     TURN_FIGURES,
     DataInfo,
@@ -160,7 +162,14 @@ def make_run_dir(root: Path, simulator: str, dialogues: list[dict], *, seed: int
         (run / "dialogue_results.json").write_text(json.dumps({"metrics": {
             "acts_jsd": {"value": rng.uniform(0.01, 0.2), "ci95": [0.005, 0.25], "n": len(dialogues)},
             "detect_auroc": {"value": rng.uniform(0.5, 0.9), "ci95": [0.45, 0.95], "n": len(dialogues)},
-        }}))
+        }, "real": "data/eedi-test.jsonl", "failed_rollouts": 2, "stability_sd": {"acts_jsd": 0.0125},
+            "figures": {
+                "acts": {"real": {"Focus": 20, "Probing": 5, "Telling": 1},
+                         "sim": {"Focus": rng.randint(5, 30), "Generic": 3}},
+                "lengths": {"real": [rng.randint(1, 20) for _ in range(40)],
+                            "sim": [rng.randint(1, 60) for _ in range(40)]},
+                "mastery": {"real": [0.4, 0.45, 0.5, 0.55], "sim": [0.4, 0.42, 0.43]},
+            }}))
     return run
 
 
@@ -417,6 +426,56 @@ def test_ids_are_unique(page):
 
 def test_dialogue_level_section_when_present(page):
     assert 'id="dialogue-table"' in page and "acts_jsd" in page and "detect_auroc" in page
+    section = re.search(r'<section id="dialogue-level".*?</section>', page, re.S).group(0)
+    for spec in DIALOGUE_FIGURES:
+        body = re.search(rf'<figure id="{spec.id}">(.*?)</figure>', section, re.S).group(1)
+        assert "<svg " in body, spec.id
+    assert {"fig-dialogue-acts", "fig-dialogue-length", "fig-mastery"} == {s.id for s in DIALOGUE_FIGURES}
+    # Failures are counted next to every aggregate; the between-sample SD is shown where there is one.
+    assert section.count("2 failed rollouts left out") == 2 * 2  # two metrics, two runs with dialogue results
+    assert "between-sample SD 0.013" in section or "between-sample SD 0.012" in section
+    # One real series for the runs on the same real file: the legend names it once per figure.
+    acts = re.search(r'<figure id="fig-dialogue-acts">(.*?)</figure>', section, re.S).group(1)
+    assert acts.count("Real (n=26)") == 1
+
+
+def test_eval_dialogues_output_keeps_a_turn_level_run(tmp_path):
+    # eval-dialogues --output may name an eval run directory: its results.json stays, and the report shows both.
+    run = make_run_dir(tmp_path / "runs", "student", _dialogues(4, seed=5), seed=2)
+    before = (run / "results.json").read_bytes()
+    results = {"metrics": {"acts_jsd": {"value": 0.25, "ci95": [0.1, 0.4], "n": 4}}, "failed_rollouts": 0,
+               "figures": {"acts": {"real": {"Focus": 3}, "sim": {"Focus": 1, "Telling": 2}}}}
+    written = write_results(results, run, {"kind": "dialogue-level", "real": "real.jsonl", "simulator": "student"})
+    assert written == run / "dialogue_results.json"
+    assert (run / "results.json").read_bytes() == before
+    loaded = load_run(run)
+    assert loaded.metrics and loaded.turns and loaded.dialogue_results.metrics["acts_jsd"].value == 0.25
+    page = render_report([loaded])
+    assert 'id="dialogue-table"' in page and '<figure id="fig-dialogue-acts"><svg' in page
+    # The figures without data say so instead of drawing an empty axis.
+    assert re.search(r'<figure id="fig-mastery"><p class="empty">', page)
+
+
+def test_dialogue_only_folder_is_a_report_run(tmp_path):
+    out = tmp_path / "dl"
+    results = {"metrics": {"detect_auroc": {"value": 0.75, "ci95": [0.6, 0.9], "n": 5},
+                           "tutor_sensitivity": {"value": 0.25, "ci95": None, "n": 5},
+                           "pi_calibrated": {"value": 0.4, "ci95": None, "n": 5}},
+               "details": {"tutor_sensitivity": {"real_delta": 0.5, "sim_delta": 0.25},
+                           "pi_calibrated": {"pi": 0.3, "tie_rate": 0.125, "hh": 0.55, "pp": 0.2}},
+               "real_dialogues": 5, "failed_rollouts": 1, "figures": {"lengths": {"real": [1, 2, 3], "sim": [10, 20]}}}
+    write_results(results, out, {"kind": "dialogue-level", "real": "real.jsonl", "simulator": "s1", "profile": "demo"})
+    assert json.loads((out / "results.json").read_text())["metrics"]["detect_auroc"]["value"] == 0.75
+    run = load_run(out)
+    assert run.simulator == "s1" and run.profile == "demo" and not run.metrics and run.turns == ()
+    assert run.failures.simulation == 1 and run.data.dialogues == 5
+    page = render_report([run])
+    assert "0.7500" in page and '<figure id="fig-dialogue-length"><svg' in page
+    assert "Δ real 0.500, simulated 0.250" in page and "PI 0.300 · ties 0.125 · HH 0.550, PP 0.200" in page
+    # A rerun replaces its own dialogue-level results.json (it holds no turn-level run).
+    write_results({**results, "metrics": {"detect_auroc": {"value": 0.5, "ci95": None, "n": 5}}}, out,
+                  {"kind": "dialogue-level"})
+    assert json.loads((out / "results.json").read_text())["metrics"]["detect_auroc"]["value"] == 0.5
 
 
 def test_provenance(run_dirs, page):

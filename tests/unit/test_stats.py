@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import time
 from collections import Counter
 from fractions import Fraction
 
@@ -168,18 +167,19 @@ def test_clustering_widens_the_interval_by_root_cluster_size():
     assert clustered.ci[1] - clustered.ci[0] == pytest.approx(expected, rel=0.1)
 
 
-def test_ten_thousand_resamples_of_400_dialogues_are_fast():
+def test_paper_sized_input_drops_null_turns_but_keeps_every_dialogue():
+    # 400 dialogues of 11 turns with every ninth turn null: no dialogue is all-null, so none is dropped.
+    # (The time 10,000 resamples take is measured in benchmarks/bench_eval.py, not asserted here.)
     rng = np.random.default_rng(3)
     values = rng.random(4400).tolist()
     values[::9] = [None] * len(values[::9])
     clusters = [f"d{i // 11}" for i in range(4400)]
-    best = math.inf
-    for _ in range(3):
-        start = time.perf_counter()
-        result = cluster_mean_ci(values, clusters, n_resamples=10_000, seed=0)
-        best = min(best, time.perf_counter() - start)
+    result = cluster_mean_ci(values, clusters, n_resamples=10_000, seed=0)
     assert result.n_clusters == 400 and result.n_dropped == 0
-    assert best < 0.5, f"10,000 resamples took {best:.3f}s"
+    assert result.n == 4400 - len(values[::9])
+    kept = [v for v in values if v is not None]
+    assert result.mean == pytest.approx(sum(kept) / len(kept))
+    assert result.ci[0] < result.mean < result.ci[1]
 
 
 def test_all_null_metric_and_null_dialogues():

@@ -1,0 +1,70 @@
+"""A content-addressed cache of JSON values on disk.
+
+Long jobs (simulating a split, scoring it, annotating) store each finished unit of work under the
+hash of everything that determines it: the model (and its files), the prompt, the decoding
+settings. A rerun of an identical job then makes no model or endpoint call and gives identical
+results, and a job killed at any moment resumes where it stopped: every entry is written atomically
+the moment it is finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from simhub.schema import atomic_write_bytes
+
+
+def fingerprint(value: Any) -> str:
+    """SHA-256 of the canonical JSON of ``value`` (sorted keys): the cache key of a unit of work."""
+    data = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(data.encode()).hexdigest()
+
+
+def folder_fingerprint(path: str | os.PathLike[str] | None) -> str | None:
+    """What identifies a model folder's contents cheaply: names, sizes and modification times of its
+    files (so a retrained adapter in the same folder gets new keys). None for a Hub id or nothing."""
+    if path is None or not Path(path).is_dir():
+        return None
+    entries = []
+    for p in sorted(Path(path).rglob("*")):
+        if p.is_file() and not p.name.startswith("."):
+            stat = p.stat()
+            entries.append((str(p.relative_to(path)), stat.st_size, int(stat.st_mtime)))
+    return fingerprint(entries)
+
+
+class ContentCache:
+    """JSON values under ``root/<namespace>/<key[:2]>/<key>.json``; ``None`` disables caching."""
+
+    def __init__(self, root: str | os.PathLike[str] | None, namespace: str):
+        self.root = Path(root) / namespace if root is not None else None
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.root is not None
+
+    def _path(self, key: str) -> Path:
+        assert self.root is not None
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> Any | None:
+        if self.root is None:
+            return None
+        path = self._path(key)
+        try:
+            value = json.loads(path.read_bytes())
+        except (OSError, ValueError):  # absent, or a torn file from another writer: recompute
+            self.misses += 1
+            return None
+        self.hits += 1
+        return value
+
+    def put(self, key: str, value: Any) -> None:
+        if self.root is not None:
+            atomic_write_bytes(self._path(key), json.dumps(value, ensure_ascii=False).encode())

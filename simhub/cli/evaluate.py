@@ -1,0 +1,259 @@
+"""``simhub simulate``, ``simhub eval``, ``simhub compare`` and ``simhub report``.
+
+    simhub simulate --simulator tiny-student-sft --data test.jsonl --output sims.jsonl
+    simhub eval --simulator tiny-student-sft --data test.jsonl --output runs/sft
+    simhub eval --simulator reference:real --data test.jsonl --output runs/ceiling
+    simhub compare runs/sft runs/ceiling
+    simhub report runs/* --output report.html
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from simhub.cli.common import add_profile, metric_list, metric_models
+
+
+def _simulator(args: argparse.Namespace, metrics: list[str] | None = None):
+    """The provisioned profile (the simulator's models and, with ``metrics``, those models) and the simulator."""
+    from simhub.cli.common import profile_for
+    from simhub.simulation import build_simulator
+
+    profile = profile_for(args, metrics=metrics, simulators=[args.simulator], tutors=[])
+    force = None if args.backend == "profile" else _backend(args.backend)
+    return profile, build_simulator(args.simulator, profile, force_backend=force)
+
+
+def _backend(choice: str) -> str:
+    """``auto``: vLLM's offline engine when vLLM and a CUDA GPU are there, else batched transformers."""
+    if choice != "auto":
+        return choice
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        return "transformers"
+    from simhub.models.vllm import has_cuda
+
+    return "vllm" if has_cuda() else "transformers"
+
+
+def _options(args: argparse.Namespace, metrics: list[str] | None = None):
+    from simhub.evaluation.runs import EvalOptions, check_options
+
+    options = EvalOptions(metrics=metrics, n_resamples=getattr(args, "bootstrap", 10_000), seed=args.seed,
+                          cache_dir=args.cache_dir, no_cache=args.no_cache, chunk_size=args.chunk_size)
+    check_options(options)
+    return options
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from simhub.evaluation.runs import _caches, _jsonl, simulate, student_targets
+    from simhub.schema import atomic_write_bytes, read_jsonl
+
+    targets = student_targets(read_jsonl(args.data), args.data)
+    _, simulator = _simulator(args)
+    generations, _ = _caches(_options(args))
+    records = simulate(simulator, targets, cache=generations, chunk_size=args.chunk_size)
+    atomic_write_bytes(args.output, _jsonl(records))
+    failed = sum(1 for r in records if r["candidate"] is None)
+    print(f"{len(records)} turns simulated by {simulator.id} -> {args.output}" + (f" ({failed} failed)" if failed else ""))
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from simhub.config import load_profile
+    from simhub.evaluation.runs import format_results, run_eval
+    from simhub.simulation import build_simulator
+
+    metrics = metric_list(args.metrics)
+    raw = load_profile(args.profile)
+    profile, simulator = _simulator(args, metrics=metric_models(raw, metrics))
+    record = {"simulator": build_simulator(args.simulator, raw).config_record(), "scoring": msgspec.to_builtins(raw.scoring)}
+    results = run_eval(profile, simulator, args.data, args.output, _options(args, metrics), record=record)
+    print(format_results(results))
+    print(f"run -> {args.output}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from simhub.evaluation.runs import compare_runs, format_comparison
+
+    result = compare_runs(args.run_a, args.run_b, n_resamples=args.bootstrap, seed=args.seed)
+    print(json.dumps(result, indent=2) if args.json else format_comparison(result))
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from simhub.evaluation.report import table1_data, write_report
+
+    path = write_report(args.runs, args.output, title=args.title)
+    if args.json:
+        print(json.dumps(table1_data_for(args.runs, table1_data), indent=2))
+    print(f"report of {len(args.runs)} run(s) -> {path}")
+    return 0
+
+
+def table1_data_for(run_dirs, table1_data):
+    from simhub.evaluation.report import load_run
+
+    return table1_data([load_run(r) for r in run_dirs])
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    add_profile(p)
+    p.add_argument("--simulator", required=True, help="a simulator of the profile, baseline:STYLE or reference:...")
+    p.add_argument("--data", required=True, help="dialogues (JSONL, the canonical format), e.g. test.jsonl")
+    p.add_argument("--backend", default="profile", choices=["profile", "auto", "transformers", "vllm"],
+                   help="backend of a local simulator: the profile's (default), auto (vLLM's offline engine when a "
+                        "GPU and vLLM are there), transformers or vllm")
+    p.add_argument("--cache-dir", help="content-addressed cache of generations and scores (default: $SIMHUB_HOME/cache)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--chunk-size", type=int, default=64,
+                   help="turns simulated per batch; each finished batch is cached, so a killed run loses at most one")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("simulate", help="simulate every real student turn of a dataset (teacher forcing)")
+    _common(p)
+    p.add_argument("--output", required=True, help='JSONL of {"dialogue_id", "turn_index", "candidate", "simulator"}')
+    p.set_defaults(handler=_simulate)
+
+    p = sub.add_parser("eval", help="simulate and score a dataset: a Table-1 row with dialogue-bootstrap 95%% CIs")
+    _common(p)
+    p.add_argument("--output", required=True, help="run directory (simulations.jsonl, scores.jsonl, results.json)")
+    p.add_argument("--metrics", help="comma-separated metric names (default: all configured)")
+    p.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples of dialogues (default 10000)")
+    p.set_defaults(handler=_eval)
+
+    p = sub.add_parser("compare", help="paired comparison of two runs over the same data")
+    p.add_argument("run_a", metavar="RUN_A")
+    p.add_argument("run_b", metavar="RUN_B")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--bootstrap", type=int, default=10_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(handler=_compare)
+
+    p = sub.add_parser("report", help="one self-contained HTML page over run directories (the leaderboard)")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    p.add_argument("--output", required=True, help="HTML file to write")
+    p.add_argument("--title", help="page title")
+    p.add_argument("--json", action="store_true", help="also print the table as JSON")
+    p.set_defaults(handler=_report)
+
+    register_dialogue_level(sub)
+
+
+# ---------------------------------------------------------------------------------- dialogue level
+
+
+def _rollout(args: argparse.Namespace) -> int:
+    from simhub.cli.common import profile_for
+    from simhub.config import load_profile
+    from simhub.errors import UnknownNameError
+    from simhub.evaluation.rollout import RolloutOptions, rollout, write_rollouts
+    from simhub.schema import read_jsonl
+    from simhub.simulation import build_simulator, load_options
+    from simhub.simulation.tutor import build_tutor, tutor_names
+
+    raw = load_profile(args.profile)
+    if args.tutor not in tutor_names(raw):
+        raise UnknownNameError("tutor", args.tutor, tutor_names(raw), field="tutor")
+    profile = profile_for(args, metrics=[], simulators=[args.simulator], tutors=[args.tutor])
+    dialogues = read_jsonl(args.data)
+    if args.limit:
+        dialogues = dialogues[: args.limit]
+    force = None if args.backend == "profile" else _backend(args.backend)
+    simulator = build_simulator(args.simulator, profile, force_backend=force)
+    tutor = build_tutor(args.tutor, profile, load_options(profile, backend=force), mode=args.mode)
+    temperature = args.temperature if args.temperature is not None else 0.6
+    options = RolloutOptions(mode=args.mode, max_turns=args.max_turns, temperature=temperature, samples=args.samples,
+                             seed=args.seed, cache_dir=args.cache_dir, no_cache=args.no_cache, max_tokens=args.max_tokens)
+    rollouts = rollout(simulator, tutor, dialogues, options)
+    info = {"simulator": args.simulator, "tutor": args.tutor, "profile": raw.source or raw.name, "data": str(args.data),
+            "mode": args.mode, "samples": args.samples, "seed": args.seed, "max_turns": args.max_turns,
+            "temperature": temperature}
+    summary = write_rollouts(rollouts, args.output, info)
+    print(f"{summary['rollouts']} rollouts ({args.samples} per dialogue, {args.mode}) -> {args.output}; ends: "
+          f"{summary['ends']}; mean {summary['mean_turns']:.1f} turns" + (f"; {summary['failed']} failed" if summary["failed"] else ""))
+    return 0
+
+
+def _eval_dialogues(args: argparse.Namespace) -> int:
+    from simhub.cli.common import profile_for
+    from simhub.config import load_profile
+    from simhub.evaluation.dialogue_eval import DialogueEvalOptions, eval_dialogues, load_sim, write_results
+    from simhub.schema import read_jsonl
+    from simhub.simulation import build_simulator, load_options
+    from simhub.simulation.tutor import build_tutor
+
+    real = read_jsonl(args.real)
+    sim, info = load_sim(args.sim)
+    simulator_name = args.simulator or info.get("simulator")
+    tutor_name = args.tutor or info.get("tutor")
+    raw = load_profile(args.profile)
+    want_sensitivity = simulator_name is not None and not args.no_sensitivity
+    profile = profile_for(args, simulators=[simulator_name] if want_sensitivity else [],
+                          tutors=[tutor_name] if want_sensitivity and tutor_name in raw.tutors else [])
+    simulator = tutor = None
+    if want_sensitivity:
+        simulator = build_simulator(simulator_name, profile)
+        if tutor_name in profile.tutors:
+            tutor = build_tutor(tutor_name, profile, load_options(profile), mode="free")
+    options = DialogueEvalOptions(n_resamples=args.bootstrap, seed=args.seed, cache_dir=args.cache_dir,
+                                  no_cache=args.no_cache, max_tokens=args.max_tokens,
+                                  sensitivity_prefixes=args.sensitivity_prefixes)
+    results = eval_dialogues(profile, real, sim, options, simulator=simulator, tutor=tutor)
+    path = write_results(results, args.output, {"kind": "dialogue-level", "real": str(args.real), "sim": str(args.sim),
+                                                "profile": raw.source or raw.name, "simulator": simulator_name,
+                                                "tutor": tutor_name})
+    print(f"{'statistic':<24}{'value':>9}  95% CI")
+    for name, m in results["metrics"].items():
+        value = "-" if m["value"] is None else f"{m['value']:.4f}"
+        ci = m["ci95"]
+        print(f"{name:<24}{value:>9}  " + (f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "-"))
+    if results["failed_rollouts"]:
+        print(f"{results['failed_rollouts']} failed rollouts left out (see {path})")
+    print(f"-> {path}")
+    return 0
+
+
+def register_dialogue_level(sub) -> None:
+    p = sub.add_parser("rollout", help="whole simulated dialogues: a simulated student and a tutor from each real opening")
+    add_profile(p)
+    p.add_argument("--simulator", required=True, help="the simulated student (a profile simulator or baseline:STYLE)")
+    p.add_argument("--tutor", required=True, help="a tutor of the profile's tutors: section")
+    p.add_argument("--data", required=True, help="real dialogues (JSONL): their questions and openings")
+    p.add_argument("--output", required=True, help="folder for rollouts.jsonl and rollout.json")
+    p.add_argument("--mode", choices=["free", "mirror"], default="free",
+                   help="free: sample until either side ends (the reference's setting); mirror: the tutor reproduces "
+                        "the real tutor, stopping after the real number of student turns")
+    p.add_argument("--max-turns", type=int, default=40, help="turns per dialogue at most (default 40)")
+    p.add_argument("--temperature", type=float, help="sampling temperature of both sides (default 0.6)")
+    p.add_argument("--samples", type=int, default=1, help="rollouts per real dialogue (default 1)")
+    p.add_argument("--max-tokens", type=int, default=400, help="new tokens per turn at most (default 400)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--limit", type=int, help="use the first N dialogues")
+    p.add_argument("--backend", default="profile", choices=["profile", "auto", "transformers", "vllm"])
+    p.add_argument("--cache-dir", help="content-addressed cache (default: $SIMHUB_HOME/cache)")
+    p.add_argument("--no-cache", action="store_true")
+    p.set_defaults(handler=_rollout)
+
+    p = sub.add_parser("eval-dialogues", help="dialogue-level realism of simulated dialogues against the real ones")
+    add_profile(p)
+    p.add_argument("--real", required=True, help="the real dialogues (JSONL)")
+    p.add_argument("--sim", required=True, help="simulated dialogues: a JSONL file or a simhub rollout folder")
+    p.add_argument("--output", required=True, help="folder for results.json")
+    p.add_argument("--simulator", help="for tutor_sensitivity (default: the rollout's)")
+    p.add_argument("--tutor", help="the tutor of the turn between two simulated turns (default: the rollout's)")
+    p.add_argument("--no-sensitivity", action="store_true", help="skip tutor_sensitivity (it runs the simulator)")
+    p.add_argument("--sensitivity-prefixes", type=int, default=60, help="real prefixes tutor_sensitivity intervenes on")
+    p.add_argument("--max-tokens", type=int, default=200, help="new tokens per simulated turn in tutor_sensitivity")
+    p.add_argument("--bootstrap", type=int, default=1000, help="dialogue-bootstrap resamples (default 1000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cache-dir", help="content-addressed cache of labels (default: $SIMHUB_HOME/cache)")
+    p.add_argument("--no-cache", action="store_true")
+    p.set_defaults(handler=_eval_dialogues)

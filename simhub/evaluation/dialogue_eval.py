@@ -1,0 +1,549 @@
+"""Dialogue-level realism: whole simulated dialogues (rollouts) against the real ones on the same questions.
+
+Every statistic labels both sides with the same models (the act classifier; the correctness
+classifier, or the judge's model when the profile has none), so labelling noise cancels. Values
+come with dialogue-bootstrap 95% intervals: real dialogues are resampled, each with its simulated
+dialogues, and every statistic is recomputed on the resample. With several rollouts per dialogue
+(``--samples K``) the between-sample standard deviation of each statistic is reported too.
+
+``tutor_sensitivity`` needs the simulator (and a tutor for the turn in between): for real prefixes
+that end where the real student then answered correctly, the next tutor turn is the real one
+(helpful) or a generic off-task turn (unhelpful), the student is simulated for two turns, and
+Δ = P(correct within 2 | helpful) − P(correct within 2 | unhelpful). Real students cannot be
+intervened on; their target is observational: P(correct within 2 | the tutor turn poses a task, i.e.
+has labelled KCs) − P(correct within 2 | it does not).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+from tqdm.auto import tqdm
+
+from simhub.cache import ContentCache, fingerprint
+from simhub.config import ModelRef, Profile, simhub_home
+from simhub.errors import DataError
+from simhub.evaluation import dialogue_metrics as dm
+from simhub.metrics import MetricContext
+from simhub.metrics.acts import Acts
+from simhub.metrics.knowledge import Knowledge
+from simhub.models import LoadOptions, Sampling, load_lm
+from simhub.prompts import correctness_messages, realness_messages
+from simhub.schema import CORRECTNESS_LABELS, Dialogue, Turn, atomic_write_bytes, read_jsonl
+from simhub.simulation import Simulator, Target
+from simhub.simulation.tutor import MirrorTutor, Tutor, TutorRequest
+
+RESULTS = "results.json"
+#: The same content under the name ``simhub report`` looks for beside a turn-level run.
+DIALOGUE_RESULTS = "dialogue_results.json"
+
+OFF_TASK_TURNS = (
+    "By the way, did you watch any football at the weekend?",
+    "Let's take a little break. What's your favourite colour?",
+    "Hmm, I've forgotten what I was going to ask. Never mind.",
+    "Anyway, how is your day going so far?",
+)
+
+STATISTICS = ("acts_jsd", "correctness_rate_diff", "length_w1", "question_rate_w1", "turns_w1", "mattr_z", "hdd_z",
+              "yule_z", "detect_auroc", "pi_calibrated", "kt_gain_diff", "tutor_sensitivity")
+
+
+@dataclasses.dataclass
+class DialogueEvalOptions:
+    n_resamples: int = 1000
+    seed: int = 0
+    chunk_tokens: int = dm.DEFAULT_CHUNK_TOKENS
+    #: Real prefixes used by tutor_sensitivity (a seeded sample; each costs up to four generations).
+    sensitivity_prefixes: int = 60
+    max_tokens: int = 200
+    cache_dir: str | None = None
+    no_cache: bool = False
+    progress: bool = True
+
+
+def load_sim(path: str | os.PathLike[str]) -> tuple[list[Dialogue], dict]:
+    """Simulated dialogues from a JSONL file or a ``simhub rollout`` folder (with its summary)."""
+    p = Path(path)
+    if p.is_dir():
+        from simhub.evaluation.rollout import ROLLOUTS, SUMMARY
+
+        info = json.loads((p / SUMMARY).read_text()) if (p / SUMMARY).is_file() else {}
+        return read_jsonl(p / ROLLOUTS), info
+    return read_jsonl(p), {}
+
+
+def _real_of(sim: Sequence[Dialogue], real: Sequence[Dialogue]) -> list[str]:
+    """The real dialogue each simulated one belongs to: ``meta.real_id``, else the first real dialogue
+    on the same question."""
+    by_id = {d.id for d in real}
+    by_question: dict[str, str] = {}
+    for d in real:
+        by_question.setdefault(" ".join(d.question.text.split()), d.id)
+    out = []
+    for i, d in enumerate(sim):
+        rid = d.meta.get("real_id") if d.meta else None
+        if rid is None or rid not in by_id:
+            rid = by_question.get(" ".join(d.question.text.split()))
+        if rid is None:
+            raise DataError(f"sim[{i}] ({d.id!r}) matches no real dialogue", field=f"sim[{i}]")
+        out.append(rid)
+    return out
+
+
+class Labeller:
+    """Labels single student turns (act; correctness) with the profile's models, cached by content."""
+
+    def __init__(self, profile: Profile, cache: ContentCache | None):
+        s = profile.scoring
+        self.load = LoadOptions(backend=s.backend, device=s.device, batch_size=s.batch_size, share_base=s.share_base)
+        self.context = MetricContext(load=self.load, mode="benchmark")
+        self.acts = Acts(s.metrics.acts, self.context) if s.metrics.acts is not None else None
+        self.correctness_ref: ModelRef | None = s.metrics.correctness_classifier
+        judge = s.metrics.judge
+        self.judge = judge
+        if self.correctness_ref is None and judge is not None and judge.kind == "local":
+            self.correctness_ref = judge.plain()
+        self.cache = cache
+
+    def _cached(self, kind: str, model_key: str, items: list[tuple[Dialogue, int]], compute) -> list[str | None]:
+        keys = [fingerprint([kind, model_key, d.id, [(t.role, t.content) for t in d.turns[: i + 1]]]) for d, i in items]
+        out: list[str | None] = [self.cache.get(k) if self.cache else None for k in keys]
+        todo = [n for n, v in enumerate(out) if v is None]
+        if todo:
+            for n, label in zip(todo, compute([items[n] for n in todo]), strict=True):
+                out[n] = label
+                if self.cache is not None and label is not None:
+                    self.cache.put(keys[n], label)
+        return out
+
+    def act_labels(self, items: list[tuple[Dialogue, int]]) -> list[str | None]:
+        if self.acts is None:
+            return [None] * len(items)
+        key = fingerprint(msgspec.to_builtins(self.acts.config))
+        return self._cached("act", key, items, lambda xs: self.acts.predict(
+            [(d.turns[:i], d.turns[i].content, d) for d, i in xs]))
+
+    def correctness_labels(self, items: list[tuple[Dialogue, int]]) -> list[str | None]:
+        if self.correctness_ref is not None:
+            ref = self.correctness_ref
+
+            def compute(xs):
+                lm = load_lm(ref, self.load)
+                options = [[*lm.text_ids(label), lm.eot_id] for label in CORRECTNESS_LABELS]
+                prompts = [lm.chat_ids(correctness_messages(d.turns[:i], d.turns[i].content, d)) for d, i in xs]
+                best, _ = lm.choose(prompts, options)
+                return [CORRECTNESS_LABELS[b] for b in best]
+
+            return self._cached("correctness", fingerprint(msgspec.to_builtins(ref)), items, compute)
+        if self.judge is not None and self.judge.kind == "openai":
+            from simhub.config import cache_dir
+            from simhub.models.endpoints import chat_payload, client_for, send
+
+            judge = self.judge
+
+            def ask(xs):
+                client = client_for(judge.endpoint, judge.model, kind="judge", default_key_env="SIMHUB_JUDGE_API_KEY",
+                                    default_cache=cache_dir("judge"))
+                payloads = [chat_payload(judge.model, correctness_messages(d.turns[:i], d.turns[i].content, d),
+                                         reasoning_effort=judge.reasoning_effort or None,
+                                         max_tokens=judge.max_completion_tokens or 4000) for d, i in xs]
+                out = []
+                for answer in send(client, payloads):
+                    word = (answer.text or "").strip().lower().split()[:1] if answer.ok else []
+                    out.append(next((lab for lab in CORRECTNESS_LABELS if word and word[0].startswith(lab)), None))
+                return out
+
+            return self._cached("correctness-judge", fingerprint(judge.model), items, ask)
+        return [None] * len(items)
+
+
+def _student_items(dialogues: Sequence[Dialogue]) -> list[tuple[Dialogue, int]]:
+    return [(d, i) for d in dialogues for i in d.student_turn_indices()]
+
+
+def _labelled(dialogues: Sequence[Dialogue], labeller: Labeller) -> list[Dialogue]:
+    """Copies whose student turns carry the labeller's act and correctness (the same labeller on both sides)."""
+    items = _student_items(dialogues)
+    acts = labeller.act_labels(items)
+    correct = labeller.correctness_labels(items)
+    turns = {d.id: [msgspec.structs.replace(t, act=None, correctness=None) for t in d.turns] for d in dialogues}
+    for (d, i), a, c in zip(items, acts, correct, strict=True):
+        turns[d.id][i] = msgspec.structs.replace(turns[d.id][i], act=a, correctness=c)
+    return [msgspec.structs.replace(d, turns=turns[d.id]) for d in dialogues]
+
+
+def _trajectories(profile: Profile, dialogues: Sequence[Dialogue]) -> list[np.ndarray] | None:
+    """Mastery (over all KCs) after each student turn, per dialogue; None without a KT model."""
+    config = profile.scoring.metrics.knowledge
+    if config is None:
+        return None
+    s = profile.scoring
+    tracer = Knowledge(config, MetricContext(load=LoadOptions(backend="transformers", device=s.device,
+                                                              batch_size=s.batch_size, share_base=s.share_base))).load()
+    requests, owners = [], []
+    for n, d in enumerate(dialogues):
+        for i in d.student_turn_indices():
+            requests.append((d, d.turns[: i + 1], d.all_kcs))
+            owners.append(n)
+    masteries = tracer.mastery_batch(requests) if requests else []
+    out: list[list[np.ndarray]] = [[] for _ in dialogues]
+    for n, m in zip(owners, masteries, strict=True):
+        out[n].append(m)
+    return [np.asarray(t) if t else np.zeros((0, 1)) for t in out]
+
+
+def _pi_verdicts(profile: Profile, real: Sequence[Dialogue], sim: Sequence[Dialogue], real_ids: list[str],
+                 seed: int) -> dict[str, list[tuple[str, str]]] | None:
+    """Judge verdicts of PS (real vs its simulated), HH (real vs real, same question) and PP (sim vs sim,
+    same real dialogue) pairs, each with the real dialogue id it belongs to; None without an endpoint judge."""
+    judge = profile.scoring.metrics.judge
+    if judge is None or judge.kind != "openai":
+        return None
+    from simhub.config import cache_dir
+    from simhub.models.endpoints import chat_payload, client_for, send
+
+    by_id = {d.id: d for d in real}
+    by_question: dict[str, list[Dialogue]] = defaultdict(list)
+    for d in real:
+        by_question[" ".join(d.question.text.split())].append(d)
+    sims_of: dict[str, list[Dialogue]] = defaultdict(list)
+    for d, rid in zip(sim, real_ids, strict=True):
+        sims_of[rid].append(d)
+    pairs: list[tuple[str, str, Dialogue, Dialogue, int]] = []  # kind, real id, under test, other, sample
+    for rid, sims in sims_of.items():
+        real_d = by_id[rid]
+        for k, s in enumerate(sims):
+            pairs.append(("ps", rid, s, real_d, k))
+        others = [o for o in by_question[" ".join(real_d.question.text.split())] if o.id != rid]
+        if others:
+            pairs.append(("hh", rid, others[0], real_d, 0))
+        if len(sims) > 1:
+            pairs.append(("pp", rid, sims[1], sims[0], 0))
+    messages, firsts = [], []
+    for kind, rid, test, other, k in pairs:
+        first = dm.under_test_first(seed, f"{kind}:{test.id}", k)
+        a, b = (test, other) if first else (other, test)
+        messages.append(realness_messages(by_id[rid].question.text, a.turns, b.turns))
+        firsts.append(first)
+    client = client_for(judge.endpoint, judge.model, kind="judge", default_key_env="SIMHUB_JUDGE_API_KEY",
+                        default_cache=cache_dir("judge"))
+    # The pair's kind, dialogue and sample index are written into the request, so two judgements of
+    # identical texts (two samples that happen to agree) are two requests, never one cached answer.
+    for m, (kind, _, test, _, k) in zip(messages, pairs, strict=True):
+        m[-1] = {**m[-1], "content": f"(pair {kind}:{test.id}:{k})\n\n{m[-1]['content']}"}
+    payloads = [chat_payload(judge.model, m, reasoning_effort=judge.reasoning_effort or None,
+                             max_tokens=judge.max_completion_tokens or 4000) for m in messages]
+    out: dict[str, list[tuple[str, str]]] = {"ps": [], "hh": [], "pp": []}
+    for (kind, rid, *_), first, answer in zip(pairs, firsts, send(client, payloads), strict=True):
+        if not answer.ok:
+            continue
+        word = (answer.text or "").strip().strip(".").lower()
+        choice = "tie" if word.startswith("tie") else word[:1].upper()
+        try:
+            out[kind].append((rid, dm.verdict_from_choice(choice, first)))
+        except DataError:
+            out[kind].append((rid, "tie"))
+    return out
+
+
+def _sensitivity(simulator: Simulator, tutor: Tutor | None, real: Sequence[Dialogue], labeller: Labeller,
+                 options: DialogueEvalOptions) -> dict[str, list[tuple[str, bool | None]]]:
+    """Outcomes (correct within two student turns) per condition, each with its real dialogue id."""
+    rng = random.Random(options.seed)
+    helpful_sites = [(d, j) for d in real for j in range(len(d.turns) - 1)
+                     if d.turns[j].role == "tutor" and d.turns[j + 1].role == "student"
+                     and d.turns[j + 1].correctness == "correct" and j > 0]
+    rng.shuffle(helpful_sites)
+    sites = helpful_sites[: options.sensitivity_prefixes]
+    tutor = tutor or MirrorTutor("real-tutor")
+    out: dict[str, list[tuple[str, bool | None]]] = {"helpful": [], "unhelpful": []}
+    sampling = Sampling(temperature=0.0, max_tokens=options.max_tokens)
+    for condition in ("helpful", "unhelpful"):
+        starts = []
+        for n, (d, j) in enumerate(sites):
+            turn = d.turns[j] if condition == "helpful" else Turn(role="tutor", content=OFF_TASK_TURNS[n % len(OFF_TASK_TURNS)])
+            starts.append(msgspec.structs.replace(d, id=f"{d.id}@{j}:{condition}", turns=[*d.turns[:j], turn]))
+        first = simulator.simulate([Target(s, len(s.turns)) for s in starts], sampling)
+        after_first = [msgspec.structs.replace(s, turns=[*s.turns, Turn(role="student", content=r.candidates[0].text if r.candidates else "")])
+                       for s, r in zip(starts, first, strict=True)]
+        reals = [d for d, _ in sites]
+        tutor_turns = tutor.respond([TutorRequest(s, r) for s, r in zip(after_first, reals, strict=True)], sampling)
+        with_tutor = [msgspec.structs.replace(s, turns=[*s.turns, Turn(role="tutor", content=t.text or "Can you try again?")])
+                      for s, t in zip(after_first, tutor_turns, strict=True)]
+        second = simulator.simulate([Target(s, len(s.turns)) for s in with_tutor], sampling)
+        done = [msgspec.structs.replace(s, turns=[*s.turns, Turn(role="student", content=r.candidates[0].text if r.candidates else "")])
+                for s, r in zip(with_tutor, second, strict=True)]
+        items = [(s, len(s.turns) - 3) for s in done] + [(s, len(s.turns) - 1) for s in done]
+        labels = labeller.correctness_labels(items)
+        half = len(done)
+        for n, (d, _) in enumerate(sites):
+            a, b = labels[n], labels[half + n]
+            outcome = None if a is None and b is None else ("correct" in (a, b))
+            out[condition].append((d.id, outcome))
+    return out
+
+
+def _real_sensitivity(real: Sequence[Dialogue]) -> dict[str, list[tuple[str, bool | None]]]:
+    out: dict[str, list[tuple[str, bool | None]]] = {"helpful": [], "unhelpful": []}
+    for d in real:
+        for j in range(len(d.turns) - 1):
+            if d.turns[j].role != "tutor" or d.turns[j + 1].role != "student" or j == 0:
+                continue
+            nxt = [t.correctness for t in d.turns[j + 1 :] if t.role == "student"][:2]
+            known = [c for c in nxt if c is not None]
+            outcome = None if not known else "correct" in known
+            out["helpful" if d.turns[j].kcs else "unhelpful"].append((d.id, outcome))
+    return out
+
+
+def _statistics(real: list[Dialogue], sim: list[Dialogue], real_ids: list[str], *, embed, options: DialogueEvalOptions,
+                trajectories: tuple[list, list] | None, verdicts, sensitivity) -> tuple[dict, dict]:
+    """The value of every statistic and, per statistic, a function of resampled real-dialogue indices."""
+    ids = [d.id for d in real]
+    sims_of: dict[str, list[int]] = defaultdict(list)
+    for n, rid in enumerate(real_ids):
+        sims_of[rid].append(n)
+    values: dict[str, Any] = {}
+    fns: dict[str, Callable[[np.ndarray], float | None]] = {}
+
+    def sides(idx: np.ndarray) -> tuple[list[Dialogue], list[Dialogue]]:
+        chosen = [ids[i] for i in idx]
+        r = [real[i] for i in idx]
+        s = [sim[n] for rid in chosen for n in sims_of[rid]]
+        return r, s
+
+    def guarded(f):
+        def g(idx):
+            try:
+                return f(*sides(idx))
+            except DataError:
+                return None
+        return g
+
+    def text_stat(name, f):
+        fns[name] = guarded(lambda r, s: f(dm.dialogue_inputs(r), dm.dialogue_inputs(s)))
+
+    text_stat("acts_jsd", lambda a, b: dm.acts_jsd(a.acts, b.acts))
+    text_stat("correctness_rate_diff", lambda a, b: dm.correctness_rate_diff(a.correctness, b.correctness))
+    text_stat("length_w1", lambda a, b: dm.length_w1(a.texts, b.texts))
+    text_stat("question_rate_w1", lambda a, b: dm.question_rate_w1(a.per_dialogue, b.per_dialogue))
+    text_stat("turns_w1", lambda a, b: dm.turns_w1(a.turn_counts, b.turn_counts))
+    for name, f in (("mattr_z", dm.mattr_z), ("hdd_z", dm.hdd_z), ("yule_z", dm.yule_z)):
+        text_stat(name, lambda a, b, f=f: f(a.texts, b.texts, chunk_tokens=options.chunk_tokens).z)
+
+    # Detectability: the classifier is fitted once (grouped folds: a real dialogue and its rollouts together);
+    # the bootstrap resamples its out-of-fold scores by dialogue.
+    ri, si = dm.dialogue_inputs(real), dm.dialogue_inputs(sim)
+    owner_of_sim = {d.id: rid for d, rid in zip(sim, real_ids, strict=True)}
+    sim_groups = [owner_of_sim[g] for g in si.groups]
+    try:
+        detect = dm.detect_auroc(ri.texts, ri.groups, si.texts, sim_groups, embed=embed, seed=options.seed)
+        scores = np.asarray(detect.scores)
+        labels = np.array([0] * len(ri.texts) + [1] * len(si.texts))
+        groups = [*ri.groups, *sim_groups]
+        rows_of: dict[str, list[int]] = defaultdict(list)
+        for n, g in enumerate(groups):
+            rows_of[g].append(n)
+        values["detect_auroc"] = detect.auroc
+
+        def detect_stat(idx):
+            from sklearn.metrics import roc_auc_score
+
+            rows = [n for i in idx for n in rows_of[ids[i]]]
+            y = labels[rows]
+            return float(roc_auc_score(y, scores[rows])) if 0 < y.sum() < len(y) else None
+
+        fns["detect_auroc"] = detect_stat
+    except DataError:
+        values["detect_auroc"] = None
+
+    if verdicts is not None:
+        by = {k: [(rid, v) for rid, v in vs] for k, vs in verdicts.items()}
+
+        def pi_stat(idx):
+            chosen = [ids[i] for i in idx]
+            counts: dict[str, int] = defaultdict(int)
+            for rid in chosen:
+                counts[rid] += 1
+            pick = {k: [v for rid, v in vs for _ in range(counts.get(rid, 0))] for k, vs in by.items()}
+            if not pick["ps"]:
+                return None
+            r = dm.pi_calibrated(pick["ps"], pick["hh"] or None, pick["pp"] or None)
+            return r.calibrated if r.calibrated is not None else r.pi
+
+        fns["pi_calibrated"] = pi_stat
+    if trajectories is not None:
+        real_traj, sim_traj = trajectories
+        sim_traj_of: dict[str, list] = defaultdict(list)
+        for t, rid in zip(sim_traj, real_ids, strict=True):
+            sim_traj_of[rid].append(t)
+
+        def kt_stat(idx):
+            try:
+                return dm.kt_gain_diff([real_traj[i] for i in idx], [t for i in idx for t in sim_traj_of[ids[i]]]).diff
+            except DataError:
+                return None
+
+        fns["kt_gain_diff"] = kt_stat
+    if sensitivity is not None:
+        real_s, sim_s = sensitivity
+
+        def sens_stat(idx):
+            counts: dict[str, int] = defaultdict(int)
+            for i in idx:
+                counts[ids[i]] += 1
+
+            def pick(d):
+                return {k: [o for rid, o in vs for _ in range(counts.get(rid, 0))] for k, vs in d.items()}
+
+            r, s = pick(real_s), pick(sim_s)
+            try:
+                return dm.tutor_sensitivity(r["helpful"], r["unhelpful"], s["helpful"], s["unhelpful"]).abs_diff
+            except DataError:
+                return None
+
+        fns["tutor_sensitivity"] = sens_stat
+    full = np.arange(len(real))
+    for name, f in fns.items():
+        if name not in values:
+            values[name] = f(full)
+    return values, fns
+
+
+def eval_dialogues(profile: Profile, real: list[Dialogue], sim: list[Dialogue], options: DialogueEvalOptions | None = None,
+                   *, simulator: Simulator | None = None, tutor: Tutor | None = None) -> dict:
+    """Every dialogue-level statistic with its dialogue-bootstrap 95% CI (see the module docstring)."""
+    from simhub.evaluation.stats import cluster_bootstrap
+
+    options = options or DialogueEvalOptions()
+    failed = [d for d in sim if d.meta and d.meta.get("failed")]
+    sim = [d for d in sim if not (d.meta and d.meta.get("failed"))]
+    dm.check_same_questions(real, sim)
+    if len(real) < 2:
+        raise DataError(f"real: {len(real)} dialogue(s); a dialogue-bootstrap CI needs at least two", field="real")
+    real_ids = _real_of(sim, real)
+    cache = None if options.no_cache else ContentCache(Path(options.cache_dir) if options.cache_dir else simhub_home() / "cache",
+                                                       "labels")
+    labeller = Labeller(profile, cache)
+    bar = tqdm(total=5, desc="eval-dialogues", disable=not options.progress)
+    real_l, sim_l = _labelled(real, labeller), _labelled(sim, labeller)
+    bar.update(1)
+    from simhub.models.embeddings import load_embedder
+
+    embedder = load_embedder(profile.scoring.metrics.cosine.model if profile.scoring.metrics.cosine else "minilm")
+    trajectories = None
+    traj_real = _trajectories(profile, real_l)
+    if traj_real is not None:
+        trajectories = (traj_real, _trajectories(profile, sim_l))
+    bar.update(1)
+    verdicts = _pi_verdicts(profile, real, sim, real_ids, options.seed)
+    bar.update(1)
+    sensitivity = None
+    if simulator is not None:
+        sensitivity = (_real_sensitivity(real), _sensitivity(simulator, tutor, real, labeller, options))
+    bar.update(1)
+    values, fns = _statistics(real_l, sim_l, real_ids, embed=embedder.encode, options=options, trajectories=trajectories,
+                              verdicts=verdicts, sensitivity=sensitivity)
+    clusters = [d.id for d in real]
+    metrics: dict[str, dict] = {}
+    for name in STATISTICS:
+        if name not in values:
+            continue
+        ci = None
+        if name in fns and values[name] is not None:
+            ci = cluster_bootstrap(clusters, lambda idx, f=fns[name]: f(idx), n_resamples=options.n_resamples,
+                                   seed=options.seed).ci
+        metrics[name] = {"value": values[name], "ci95": list(ci) if ci else None, "n": len(real)}
+    bar.update(1)
+    bar.close()
+    # Stability over rollout samples: each statistic recomputed on each sample's dialogues alone.
+    samples = sorted({d.meta.get("sample", 0) for d in sim if d.meta})
+    stability: dict[str, float | None] = {}
+    if len(samples) > 1:
+        per_sample: dict[str, list[float]] = defaultdict(list)
+        for k in samples:
+            keep = [n for n, d in enumerate(sim_l) if d.meta.get("sample", 0) == k]
+            vals, _ = _statistics(real_l, [sim_l[n] for n in keep], [real_ids[n] for n in keep], embed=embedder.encode,
+                                  options=options, trajectories=None, verdicts=None, sensitivity=None)
+            for name, v in vals.items():
+                if v is not None:
+                    per_sample[name].append(v)
+        stability = {name: (dm.stability_sd(v) if len(v) > 1 else None) for name, v in per_sample.items()}
+    figures = _figure_data(real_l, sim_l, trajectories)
+    return {"metrics": metrics, "details": _details(verdicts, sensitivity, trajectories),
+            "stability_sd": stability, "failed_rollouts": len(failed),
+            "failures": [{"id": d.id, "cause": d.meta.get("failed")} for d in failed[:50]],
+            "real_dialogues": len(real), "sim_dialogues": len(sim), "samples": len(samples) or 1,
+            "bootstrap": {"resamples": options.n_resamples, "seed": options.seed, "unit": "real dialogue"},
+            "figures": figures}
+
+
+def _details(verdicts, sensitivity, trajectories) -> dict[str, dict]:
+    """What stands behind a single number: PI's anchors and tie rates, both sides of tutor
+    sensitivity (real students set the target), both mean KT gains."""
+    out: dict[str, dict] = {}
+    if verdicts is not None and verdicts["ps"]:
+        out["pi_calibrated"] = dm.pi_calibrated([v for _, v in verdicts["ps"]], [v for _, v in verdicts["hh"]] or None,
+                                                [v for _, v in verdicts["pp"]] or None).as_dict()
+    if sensitivity is not None:
+        (real_s, sim_s) = sensitivity
+        try:
+            out["tutor_sensitivity"] = dm.tutor_sensitivity(
+                [o for _, o in real_s["helpful"]], [o for _, o in real_s["unhelpful"]],
+                [o for _, o in sim_s["helpful"]], [o for _, o in sim_s["unhelpful"]]).as_dict()
+        except DataError as exc:
+            out["tutor_sensitivity"] = {"error": str(exc)}
+    if trajectories is not None:
+        try:
+            out["kt_gain_diff"] = dm.kt_gain_diff(*trajectories).as_dict()
+        except DataError as exc:
+            out["kt_gain_diff"] = {"error": str(exc)}
+    return out
+
+
+def _figure_data(real: list[Dialogue], sim: list[Dialogue], trajectories) -> dict:
+    ri, si = dm.dialogue_inputs(real), dm.dialogue_inputs(sim)
+
+    def counts(labels):
+        out: dict[str, int] = defaultdict(int)
+        for a in labels:
+            out[a] += 1
+        return dict(out)
+
+    data: dict[str, Any] = {"acts": {"real": counts(ri.acts), "sim": counts(si.acts)},
+                            "lengths": {"real": [dm.word_count(t) for t in ri.texts], "sim": [dm.word_count(t) for t in si.texts]}}
+    if trajectories is not None:
+        def mean_curve(trajs):
+            longest = max((len(t) for t in trajs), default=0)
+            return [float(np.mean([t[k].mean() for t in trajs if len(t) > k])) for k in range(min(longest, 20))]
+
+        data["mastery"] = {"real": mean_curve(trajectories[0]), "sim": mean_curve(trajectories[1])}
+    return data
+
+
+def write_results(results: dict, output: str | os.PathLike[str], info: dict) -> Path:
+    """Write ``dialogue_results.json`` into ``output``, and ``results.json`` unless the folder already
+    holds a turn-level ``simhub eval`` run (so ``--output`` may name an eval run directory: the report
+    then shows both levels for that simulator). Returns the file holding the dialogue-level results."""
+    out = Path(output)
+    payload = json.dumps({**info, **results}, indent=2, ensure_ascii=False).encode() + b"\n"
+    atomic_write_bytes(out / DIALOGUE_RESULTS, payload)
+    existing = out / RESULTS
+    turn_level = False
+    if existing.is_file():
+        try:
+            turn_level = json.loads(existing.read_text(encoding="utf-8")).get("kind") != "dialogue-level"
+        except (OSError, ValueError, AttributeError):
+            turn_level = False  # unreadable: not a run we would lose anything by replacing
+    if not turn_level:
+        atomic_write_bytes(existing, payload)
+    return out / DIALOGUE_RESULTS

@@ -1,0 +1,200 @@
+"""Whole simulated dialogues: a simulated student and a tutor take turns from a real dialogue's opening.
+
+``free`` mode is the reference's full-dialogue setting: sampling at temperature 0.6, at most 40
+turns, stopping at the end-of-dialogue marker from either side. ``mirror`` mode keeps the pair
+comparable like for like: the tutor reproduces the real tutor's moves (an endpoint tutor adapts
+when the student deviates; a local one repeats the real turns) and the rollout stops after the real
+dialogue's number of student turns.
+
+All rollouts advance in lockstep, one turn at a time, so every step is one batched call per sample
+and side. Each generated turn is cached under a hash of the model, its prompt and the decoding
+settings (with a seed derived from the run seed, the sample and the step), so a killed run resumes
+and an identical rerun calls nothing. A dialogue whose student or tutor fails is marked failed with
+the cause; the run completes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from tqdm.auto import tqdm
+
+from simhub.cache import ContentCache, fingerprint
+from simhub.config import simhub_home
+from simhub.models import Sampling
+from simhub.schema import Dialogue, Turn, atomic_write_bytes, write_jsonl
+from simhub.simulation import Simulator, Target
+from simhub.simulation.tutor import Tutor, TutorRequest, TutorTurn
+
+ROLLOUTS = "rollouts.jsonl"
+SUMMARY = "rollout.json"
+
+
+@dataclasses.dataclass
+class RolloutOptions:
+    mode: str = "free"
+    max_turns: int = 40
+    temperature: float = 0.6
+    top_p: float = 1.0
+    max_tokens: int = 400
+    samples: int = 1
+    seed: int = 0
+    cache_dir: str | None = None
+    no_cache: bool = False
+    progress: bool = True
+
+
+@dataclasses.dataclass
+class _State:
+    real: Dialogue
+    sample: int
+    turns: list[Turn]
+    done: bool = False
+    end: str | None = None
+    failed: str | None = None
+
+    def dialogue(self) -> Dialogue:
+        return msgspec.structs.replace(self.real, id=f"{self.real.id}~{self.sample}", turns=list(self.turns),
+                                       failed_labels=[], meta={})
+
+    def next_role(self) -> str:
+        if not self.turns:
+            return self.real.turns[0].role if self.real.turns else "tutor"
+        return "tutor" if self.turns[-1].role == "student" else "student"
+
+    def student_turns(self) -> int:
+        return sum(1 for t in self.turns if t.role == "student")
+
+
+def _step_seed(seed: int, sample: int, step: int, side: str) -> int:
+    return int(fingerprint([seed, sample, step, side])[:8], 16)
+
+
+def rollout(simulator: Simulator, tutor: Tutor, dialogues: Sequence[Dialogue], options: RolloutOptions | None = None
+            ) -> list[Dialogue]:
+    """``options.samples`` rollouts of each dialogue (see the module docstring)."""
+    options = options or RolloutOptions()
+    mirror = options.mode == "mirror"
+    cache = None if options.no_cache else ContentCache(Path(options.cache_dir) if options.cache_dir else simhub_home() / "cache",
+                                                       "rollouts")
+    sim_key = simulator.fingerprint() if simulator.cacheable else None
+    tutor_key = fingerprint(tutor.describe())
+    states = [_State(d, k, []) for d in dialogues for k in range(options.samples)]
+    for s in states:
+        # The real opening: a tutor-first dialogue starts with the real tutor's first turn (the reference's choice).
+        if s.real.turns and s.real.turns[0].role == "tutor":
+            s.turns.append(Turn(role="tutor", content=s.real.turns[0].content))
+    real_students = {d.id: len(d.student_turn_indices()) for d in dialogues}
+    bar = tqdm(total=len(states), desc="rollout", unit="dialogue", disable=not options.progress, dynamic_ncols=True)
+    finished = 0
+    for step in range(options.max_turns):
+        for s in states:
+            if s.done:
+                continue
+            if len(s.turns) >= options.max_turns:
+                s.done, s.end = True, "max_turns"
+            elif mirror and s.student_turns() >= real_students[s.real.id] and s.next_role() == "tutor":
+                s.done, s.end = True, "real_length"
+        live = [s for s in states if not s.done]
+        if not live:
+            break
+        for k in range(options.samples):
+            students = [s for s in live if s.sample == k and s.next_role() == "student"]
+            tutors = [s for s in live if s.sample == k and s.next_role() == "tutor"]
+            if students:
+                _student_step(simulator, sim_key, students, options, step, k, cache)
+            if tutors:
+                _tutor_step(tutor, tutor_key, tutors, options, step, k, cache, mirror)
+        now = sum(1 for s in states if s.done)
+        bar.update(now - finished)
+        finished = now
+    for s in states:
+        if not s.done:
+            s.done, s.end = True, "max_turns"
+    bar.close()
+    out = []
+    for s in states:
+        d = s.dialogue()
+        meta: dict[str, Any] = {"real_id": s.real.id, "sample": s.sample, "seed": options.seed, "mode": options.mode,
+                                "simulator": simulator.id, "tutor": tutor.id, "end": s.end}
+        if s.failed:
+            meta["failed"] = s.failed
+        out.append(msgspec.structs.replace(d, meta=meta))
+    return out
+
+
+def _sampling(options: RolloutOptions, seed: int) -> Sampling:
+    return Sampling(temperature=options.temperature, top_p=options.top_p, max_tokens=options.max_tokens, seed=seed)
+
+
+def _student_step(simulator: Simulator, sim_key: str | None, states: list[_State], options: RolloutOptions, step: int,
+                  k: int, cache: ContentCache | None) -> None:
+    sampling = _sampling(options, _step_seed(options.seed, k, step, "student"))
+    targets = [Target(s.dialogue(), len(s.turns)) for s in states]
+    keys = [fingerprint([sim_key, simulator.messages(t), dataclasses.asdict(sampling)]) if sim_key and cache else None
+            for t in targets]
+    answers: list[dict | None] = [cache.get(key) if key else None for key in keys]
+    todo = [i for i, a in enumerate(answers) if a is None]
+    if todo:
+        results = simulator.simulate([targets[i] for i in todo], sampling)
+        for i, r in zip(todo, results, strict=True):
+            if r.error is not None or not r.candidates:
+                answers[i] = {"error": r.error or "no candidate"}
+                continue
+            c = r.candidates[0]
+            answers[i] = {"text": c.text, "end": c.end_of_dialogue}
+            if keys[i]:
+                cache.put(keys[i], answers[i])
+    for s, a in zip(states, answers, strict=True):
+        if a.get("error"):
+            s.done, s.failed, s.end = True, f"student: {a['error']}", "failed"
+            continue
+        s.turns.append(Turn(role="student", content=a["text"]))
+        if a["end"]:
+            s.done, s.end = True, "marker"
+
+
+def _tutor_step(tutor: Tutor, tutor_key: str, states: list[_State], options: RolloutOptions, step: int, k: int,
+                cache: ContentCache | None, mirror: bool) -> None:
+    sampling = _sampling(options, _step_seed(options.seed, k, step, "tutor"))
+    requests = [TutorRequest(s.dialogue(), s.real if mirror else None) for s in states]
+    keys = [fingerprint([tutor_key, [(t.role, t.content) for t in r.dialogue.turns], r.real.id if r.real else None,
+                         dataclasses.asdict(sampling)]) if cache else None for r in requests]
+    answers: list[TutorTurn | None] = []
+    for key in keys:
+        hit = cache.get(key) if key else None
+        answers.append(TutorTurn(**hit) if hit else None)
+    todo = [i for i, a in enumerate(answers) if a is None]
+    if todo:
+        for i, turn in zip(todo, tutor.respond([requests[i] for i in todo], sampling), strict=True):
+            answers[i] = turn
+            if keys[i] and turn.error is None:
+                cache.put(keys[i], dataclasses.asdict(turn))
+    for s, a in zip(states, answers, strict=True):
+        if a.error is not None:
+            s.done, s.failed, s.end = True, f"tutor: {a.error}", "failed"
+            continue
+        s.turns.append(Turn(role="tutor", content=a.text))
+        if a.end_of_dialogue:
+            s.done, s.end = True, "marker"
+
+
+def write_rollouts(rollouts: Sequence[Dialogue], output: str | os.PathLike[str], info: dict[str, Any]) -> dict:
+    """``rollouts.jsonl`` and a ``rollout.json`` summary (counts, ends, failures), written atomically."""
+    out = Path(output)
+    write_jsonl(out / ROLLOUTS, rollouts)
+    ends: dict[str, int] = {}
+    for d in rollouts:
+        ends[d.meta.get("end", "?")] = ends.get(d.meta.get("end", "?"), 0) + 1
+    failed = [d for d in rollouts if d.meta.get("failed")]
+    summary = {**info, "rollouts": len(rollouts), "ends": ends, "failed": len(failed),
+               "failures": [{"id": d.id, "cause": d.meta["failed"]} for d in failed[:50]],
+               "mean_turns": sum(len(d.turns) for d in rollouts) / len(rollouts) if rollouts else 0.0}
+    atomic_write_bytes(out / SUMMARY, json.dumps(summary, indent=2).encode() + b"\n")
+    return summary

@@ -1,0 +1,328 @@
+"""From a simulated student to a Table-1 row: batch simulation, scoring, confidence intervals, comparison.
+
+* :func:`simulate` generates every real student turn of every dialogue with teacher forcing (the
+  history is the real turns before it), in one batched pass per chunk, each answer cached by content
+  the moment it is finished: a rerun makes no model or endpoint call, a killed run resumes.
+* :func:`run_eval` simulates, scores with the paper protocol (the evaluated set's own knowledge
+  cutoffs, the candidate rules), and writes a run directory: ``simulations.jsonl``, ``scores.jsonl``
+  (one line per student turn) and ``results.json`` (means with dialogue-bootstrap 95% CIs; anything
+  the set determines, such as the knowledge cutoffs, is recomputed inside each resample).
+* :func:`compare_runs` compares two runs over the same data, turn by turn: paired bootstrap CIs of
+  the differences, exact McNemar for binary metrics, paired permutation tests for the others, Holm
+  across the metrics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from simhub.cache import ContentCache, fingerprint
+from simhub.config import Profile, simhub_home
+from simhub.errors import ConfigError, DataError
+from simhub.metrics import ScoreItem, outputs
+from simhub.models import Sampling
+from simhub.schema import Dialogue, atomic_write_bytes, read_jsonl
+from simhub.scoring import Scorer
+from simhub.simulation import SimulationResult, Simulator, Target
+
+SIMULATIONS = "simulations.jsonl"
+SCORES = "scores.jsonl"
+RESULTS = "results.json"
+
+
+def _jsonl(records: Sequence[dict]) -> bytes:
+    return b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in records)
+
+
+def _read_jsonl_dicts(path: Path) -> list[dict]:
+    if not path.is_file():
+        raise DataError(f"{path}: no such file", file=str(path))
+    out = []
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except ValueError as exc:
+                raise DataError(f"{path}:{n}: invalid JSON ({exc})", file=str(path), row=n) from None
+    return out
+
+
+def sha256_of(path: str | os.PathLike[str]) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def student_targets(dialogues: Sequence[Dialogue], where: str = "data") -> list[Target]:
+    """Every real student turn, in order; a DataError when there is none."""
+    targets = [Target(d, i) for d in dialogues for i in d.student_turn_indices()]
+    if not targets:
+        raise DataError(f"{where}: no student turns to simulate ({len(dialogues)} dialogues)", file=where)
+    return targets
+
+
+# ---------------------------------------------------------------------------------- simulation
+
+
+def simulate(simulator: Simulator, targets: Sequence[Target], *, sampling: Sampling | None = None,
+             cache: ContentCache | None = None, chunk_size: int = 64, progress: bool = True) -> list[dict]:
+    """One record per target: ``{dialogue_id, turn_index, candidate, simulator, finish_reason,
+    end_of_dialogue}``, or ``candidate: null`` with ``error`` when the simulator failed on it.
+
+    Answers are cached under a hash of the simulator, its prompt and the decoding settings as soon as
+    each chunk finishes; failures are not cached, so a rerun retries them.
+    """
+    use_cache = cache is not None and cache.enabled and simulator.cacheable
+    base_key = simulator.fingerprint() if use_cache else ""
+    decoding = dataclasses.asdict(sampling) if sampling is not None else "default"
+    records: list[dict | None] = [None] * len(targets)
+    keys: list[str] = [""] * len(targets)
+    todo = []
+    for n, target in enumerate(targets):
+        if use_cache:
+            keys[n] = fingerprint([base_key, simulator.messages(target), decoding])
+            hit = cache.get(keys[n])
+            if hit is not None:
+                records[n] = hit
+                continue
+        todo.append(n)
+    bar = tqdm(total=len(targets), initial=len(targets) - len(todo), desc=f"simulate {simulator.id}", unit="turn",
+               disable=not progress, dynamic_ncols=True)
+    for start in range(0, len(todo), max(1, chunk_size)):
+        chunk = todo[start : start + chunk_size]
+        results = simulator.simulate([targets[n] for n in chunk], sampling)
+        for n, result in zip(chunk, results, strict=True):
+            record = _record(simulator.id, targets[n], result)
+            records[n] = record
+            if use_cache and record.get("error") is None:
+                cache.put(keys[n], record)
+        bar.update(len(chunk))
+    bar.close()
+    return [r for r in records if r is not None]
+
+
+def _record(simulator: str, target: Target, result: SimulationResult) -> dict:
+    base = {"dialogue_id": target.dialogue.id, "turn_index": target.turn_index, "simulator": simulator}
+    if result.error is not None or not result.candidates:
+        return {**base, "candidate": None, "error": result.error or "no candidate"}
+    first = result.candidates[0]
+    return {**base, "candidate": first.text, "finish_reason": first.finish_reason, "end_of_dialogue": first.end_of_dialogue}
+
+
+# ---------------------------------------------------------------------------------- eval
+
+
+@dataclasses.dataclass
+class EvalOptions:
+    """Options of :func:`run_eval` (the CLI's flags)."""
+
+    metrics: list[str] | None = None
+    n_resamples: int = 10_000
+    seed: int = 0
+    #: Root of the content-addressed caches (generations, scores); None: ``$SIMHUB_HOME/cache``.
+    cache_dir: str | None = None
+    no_cache: bool = False
+    sampling: Sampling | None = None
+    progress: bool = True
+    chunk_size: int = 64
+
+
+def _caches(options: EvalOptions) -> tuple[ContentCache | None, ContentCache | None]:
+    if options.no_cache:
+        return None, None
+    root = Path(options.cache_dir) if options.cache_dir else simhub_home() / "cache"
+    return ContentCache(root, "generations"), ContentCache(root, "scores")
+
+
+def run_eval(profile: Profile, simulator: Simulator, data: str | os.PathLike[str], output: str | os.PathLike[str],
+             options: EvalOptions | None = None, *, record: dict | None = None) -> dict:
+    """Simulate and score every student turn of ``data`` with ``simulator``; write the run directory.
+
+    ``profile`` must be provisioned (concrete model references). ``record`` is what ``results.json``
+    says about the configuration (by default the simulator's and the profile's scoring section; the
+    command line passes them as written, with Hub ids and ``demo:`` names instead of local folders).
+    Returns ``results.json``'s content.
+    """
+    options = options or EvalOptions()
+    data, output = Path(data), Path(output)
+    dialogues = read_jsonl(data)
+    targets = student_targets(dialogues, str(data))
+    generations, scores_cache = _caches(options)
+    scorer = Scorer.from_profile(profile, mode="benchmark", cache=scores_cache)
+    metrics = scorer.resolve_metrics(options.metrics)
+
+    sims = simulate(simulator, targets, sampling=options.sampling, cache=generations, chunk_size=options.chunk_size,
+                    progress=options.progress)
+    output.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(output / SIMULATIONS, _jsonl(sims))
+
+    scorable = [(n, ScoreItem(t.dialogue, t.turn_index, s["candidate"]))
+                for n, (t, s) in enumerate(zip(targets, sims, strict=True)) if s["candidate"] is not None]
+    result = scorer.score([item for _, item in scorable], metrics, progress=options.progress)
+    by_target = dict(zip([n for n, _ in scorable], result.items, strict=True))
+    lines = []
+    positions: dict[str, int] = {}
+    for n, (target, sim) in enumerate(zip(targets, sims, strict=True)):
+        d = target.dialogue
+        position = positions.get(d.id, 0)
+        positions[d.id] = position + 1
+        line: dict[str, Any] = {"dialogue_id": d.id, "turn_index": target.turn_index, "position": position,
+                                "real": d.turns[target.turn_index].content, "candidate": sim["candidate"]}
+        item = by_target.get(n)
+        if item is None:
+            line.update(scores=dict.fromkeys(metrics), details={}, error=f"simulation failed: {sim.get('error')}")
+        else:
+            line.update(scores=item.scores, details=item.details)
+            if item.error:
+                line["error"] = item.error
+        lines.append(line)
+    atomic_write_bytes(output / SCORES, _jsonl(lines))
+
+    summary = _with_intervals(scorer, metrics, lines, result.summary, options)
+    failures = {"simulation": sum(1 for s in sims if s["candidate"] is None),
+                "scoring": {m: sum(1 for line in lines if line["scores"].get(m) is None
+                                   and "failed" in str((line["details"].get("null_reasons") or {}).get(m, "")))
+                            for m in metrics}}
+    results = {
+        "simulator": simulator.id,
+        "profile": profile.source or profile.name,
+        "data": {"path": str(data), "sha256": sha256_of(data), "dialogues": len(dialogues), "turns": len(targets)},
+        "metrics": summary,
+        "failures": failures,
+        "config": {
+            **(record or {"simulator": simulator.config_record(), "scoring": _builtins(profile.scoring)}),
+            "sampling": dataclasses.asdict(options.sampling) if options.sampling else "the simulator's default",
+            "bootstrap": {"resamples": options.n_resamples, "seed": options.seed, "unit": "dialogue"},
+        },
+        "simhub_version": _version(),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    atomic_write_bytes(output / RESULTS, json.dumps(results, indent=2, ensure_ascii=False).encode() + b"\n")
+    return results
+
+
+def _builtins(struct) -> Any:
+    import msgspec
+
+    return msgspec.to_builtins(struct)
+
+
+def _version() -> str:
+    from simhub import __version__
+
+    return __version__
+
+
+def _with_intervals(scorer: Scorer, metrics: Sequence[str], lines: list[dict], summary: dict[str, dict],
+                    options: EvalOptions) -> dict[str, dict]:
+    """Mean, std, n and the dialogue-bootstrap 95% CI of each metric (plus the scorer's extras)."""
+    from simhub.evaluation.stats import cluster_bootstrap, cluster_mean_ci
+
+    clusters = [line["dialogue_id"] for line in lines]
+    out: dict[str, dict] = {}
+    for m in metrics:
+        values = [line["scores"].get(m) for line in lines]
+        ci = cluster_mean_ci(values, clusters, n_resamples=options.n_resamples, seed=options.seed)
+        owner = scorer.owner(m)
+        statistic = scorer.instances[owner].resample_statistic(m, [line["details"].get(owner) for line in lines])
+        interval = ci.ci
+        if statistic is not None:
+            interval = cluster_bootstrap(clusters, statistic, n_resamples=options.n_resamples, seed=options.seed).ci
+        extras = {k: v for k, v in summary.get(m, {}).items() if k not in ("mean", "std", "count")}
+        out[m] = {"mean": ci.mean, "std": ci.std, "n": ci.n, "ci95": list(interval) if interval else None, **extras}
+    return out
+
+
+def load_run(path: str | os.PathLike[str]) -> tuple[dict, list[dict]]:
+    """A run directory's ``results.json`` and ``scores.jsonl`` lines."""
+    folder = Path(path)
+    results_path = folder / RESULTS
+    if not results_path.is_file():
+        raise DataError(f"{folder}: not a run directory (no {RESULTS}); make one with simhub eval", file=str(folder))
+    try:
+        results = json.loads(results_path.read_text())
+    except ValueError as exc:
+        raise DataError(f"{results_path}: invalid JSON ({exc})", file=str(results_path)) from None
+    return results, _read_jsonl_dicts(folder / SCORES)
+
+
+# ---------------------------------------------------------------------------------- compare
+
+
+def compare_runs(run_a: str | os.PathLike[str], run_b: str | os.PathLike[str], *, n_resamples: int = 10_000,
+                 seed: int = 0) -> dict:
+    """Paired comparison of two runs over the same data, on the turns both scored (see the module docstring)."""
+    from simhub.evaluation.stats import compare_metrics
+
+    (ra, la), (rb, lb) = load_run(run_a), load_run(run_b)
+    sha_a, sha_b = (ra.get("data") or {}).get("sha256"), (rb.get("data") or {}).get("sha256")
+    if sha_a != sha_b:
+        raise DataError(f"the runs are over different data: {run_a} has {((ra.get('data') or {}).get('path'))} "
+                        f"(sha256 {str(sha_a)[:12]}), {run_b} has {((rb.get('data') or {}).get('path'))} "
+                        f"(sha256 {str(sha_b)[:12]}); compare runs of the same data file", field="data")
+    b_by_key = {(x["dialogue_id"], x["turn_index"]): x for x in lb}
+    common = [(x, b_by_key[(x["dialogue_id"], x["turn_index"])]) for x in la if (x["dialogue_id"], x["turn_index"]) in b_by_key]
+    names = [m for m in (ra.get("metrics") or {}) if m in (rb.get("metrics") or {})]
+    if not common or not names:
+        raise DataError("the runs share no scored turn or no metric", field="data")
+    table = outputs()
+    binary = [m for m in names if m in table and table[m][1].binary]
+    a_values = {m: [x["scores"].get(m) for x, _ in common] for m in names}
+    b_values = {m: [y["scores"].get(m) for _, y in common] for m in names}
+    clusters = [x["dialogue_id"] for x, _ in common]
+    compared = compare_metrics(a_values, b_values, clusters, metrics=names, binary=binary, n_resamples=n_resamples,
+                               seed=seed)
+    metrics = {}
+    for m, c in compared.items():
+        d = c.as_dict()
+        metrics[m] = {k: d.get(k) for k in ("a", "b", "diff", "ci95", "p", "p_holm", "test", "n")}
+    return {"a": {"run": str(run_a), "simulator": ra.get("simulator")}, "b": {"run": str(run_b), "simulator": rb.get("simulator")},
+            "data": ra.get("data"), "metrics": metrics}
+
+
+def format_comparison(result: dict) -> str:
+    a, b = result["a"]["simulator"], result["b"]["simulator"]
+    lines = [f"A = {a}, B = {b}; paired over the turns both scored (dialogue bootstrap, Holm across metrics)",
+             f"{'metric':<16}{'A':>8}{'B':>8}{'A-B':>9}  {'95% CI':<20}{'p':>8}{'p (Holm)':>10}  test"]
+    for m, r in result["metrics"].items():
+        def f(v, w=8):
+            return f"{v:>{w}.4f}" if isinstance(v, int | float) else f"{'-':>{w}}"
+
+        ci = r["ci95"]
+        ci_text = f"[{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else "-"
+        lines.append(f"{m:<16}{f(r['a'])}{f(r['b'])}{f(r['diff'], 9)}  {ci_text:<20}{f(r['p'])}{f(r['p_holm'], 10)}  "
+                     f"{r['test'] or '-'}")
+    return "\n".join(lines)
+
+
+def format_results(results: dict) -> str:
+    """A run's Table-1 row as a small table."""
+    lines = [f"{results['simulator']} on {Path(results['data']['path']).name} ({results['data']['dialogues']} dialogues, "
+             f"{results['data']['turns']} student turns)",
+             f"{'metric':<16}{'mean':>8}{'std':>8}  {'95% CI':<18}{'n':>6}"]
+    for m, s in results["metrics"].items():
+        mean = "-" if s.get("mean") is None else f"{s['mean']:.4f}"
+        std = "-" if s.get("std") is None else f"{s['std']:.4f}"
+        ci = s.get("ci95")
+        ci_text = f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "-"
+        lines.append(f"{m:<16}{mean:>8}{std:>8}  {ci_text:<18}{s.get('n', 0):>6}")
+    failed = results["failures"]["simulation"]
+    if failed:
+        lines.append(f"{failed} turns could not be simulated (see scores.jsonl errors)")
+    return "\n".join(lines)
+
+
+def check_options(options: EvalOptions) -> None:
+    if options.n_resamples < 100:
+        raise ConfigError("bootstrap: use at least 100 resamples", field="bootstrap")

@@ -1,0 +1,169 @@
+"""Tutors for dialogue rollouts: the other side of a simulated student's whole dialogue.
+
+* :class:`ModelTutor` — a local tutor model (the paper's tutor LoRA, the demo's ``tiny-tutor``),
+  prompted in the tutor chat format it is trained on (the mirror image of the student's).
+* :class:`EndpointTutor` — any OpenAI-compatible chat model, instructed to tutor; in ``mirror`` mode
+  it is shown the real transcript and asked to reproduce the real tutor's next move, adapting only
+  when the student has deviated from the real student.
+* :class:`MirrorTutor` — a local model cannot take that instruction, so in ``mirror`` mode a local
+  tutor says exactly what the real tutor said next.
+
+A tutor answers a batch of histories at once and never raises for one of them: a failed turn is a
+:class:`TutorTurn` with ``error`` set, and the rollout marks that dialogue failed with the cause.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+from simhub.config import Profile, TutorConfig, cache_dir
+from simhub.errors import UnknownNameError
+from simhub.models import LanguageModel, LoadOptions, Sampling, load_lm
+from simhub.prompts import END_OF_DIALOGUE, format_history, format_question, tutor_messages
+from simhub.schema import Dialogue
+
+
+@dataclasses.dataclass
+class TutorTurn:
+    text: str = ""
+    end_of_dialogue: bool = False
+    error: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TutorRequest:
+    """The dialogue so far (ending with a student turn, or empty) and, in mirror mode, the real dialogue."""
+
+    dialogue: Dialogue
+    real: Dialogue | None = None
+
+
+def _finish(text: str) -> TutorTurn:
+    cut = text.find(END_OF_DIALOGUE)
+    return TutorTurn(text=text if cut < 0 else text[:cut], end_of_dialogue=cut >= 0)
+
+
+class Tutor(ABC):
+    id: str = "tutor"
+
+    def describe(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": type(self).__name__}
+
+    @abstractmethod
+    def respond(self, requests: Sequence[TutorRequest], sampling: Sampling) -> list[TutorTurn]:
+        """The next tutor turn of each request."""
+
+
+class ModelTutor(Tutor):
+    def __init__(self, tid: str, config: TutorConfig, load: LoadOptions):
+        self.id, self.config = tid, config
+        self.options = dataclasses.replace(load, backend=config.backend or load.backend)
+        self.lm: LanguageModel | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": "model", "base_model": self.config.model, "adapter": self.config.adapter}
+
+    def respond(self, requests: Sequence[TutorRequest], sampling: Sampling) -> list[TutorTurn]:
+        if self.lm is None:
+            self.lm = load_lm(self.config.ref(), self.options)
+        prompts = [tutor_messages(r.dialogue, upto=len(r.dialogue.turns)) for r in requests]
+        try:
+            out = self.lm.generate(prompts, dataclasses.replace(sampling, stop=(END_OF_DIALOGUE,)))
+        except Exception as exc:  # a broken model fails this batch's dialogues, with the cause
+            return [TutorTurn(error=f"{type(exc).__name__}: {str(exc)[:200]}") for _ in requests]
+        turns = []
+        for result in out:
+            g = result.generations[0]
+            turn = _finish(g.text)
+            turn.end_of_dialogue = turn.end_of_dialogue or g.stop_string == END_OF_DIALOGUE
+            turns.append(turn)
+        return turns
+
+
+class MirrorTutor(Tutor):
+    """Says what the real tutor said at the same point of the real dialogue."""
+
+    def __init__(self, tid: str):
+        self.id = tid
+
+    def describe(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": "mirror", "description": "the real tutor's next turn, verbatim"}
+
+    def respond(self, requests: Sequence[TutorRequest], sampling: Sampling) -> list[TutorTurn]:
+        out = []
+        for r in requests:
+            at = len(r.dialogue.turns)
+            real = r.real.turns if r.real is not None else []
+            if at < len(real) and real[at].role == "tutor":
+                out.append(TutorTurn(text=real[at].content, end_of_dialogue=at == len(real) - 1))
+            else:
+                out.append(TutorTurn(text="", end_of_dialogue=True))
+        return out
+
+
+TUTOR_SYSTEM = (
+    "You are a math tutor in an online chat with a student working on a multiple-choice problem. Guide the "
+    f"student towards understanding without simply giving the answer. When the student has understood and the "
+    f"dialogue should end, end your message with {END_OF_DIALOGUE}."
+)
+MIRROR_SYSTEM = (
+    "You play the tutor of a real tutoring dialogue whose transcript you are given. The student in front of you "
+    "is a simulation of the real student. Reply with what the real tutor said at this point, word for word, as "
+    "long as the student has said what the real student said; when the student says something different, reply "
+    "as that tutor would to what this student actually said, in the same style. End your message with "
+    f"{END_OF_DIALOGUE} when the real dialogue ends here."
+)
+
+
+def endpoint_messages(request: TutorRequest, mirror: bool) -> list[dict[str, str]]:
+    d = request.dialogue
+    so_far = format_history(d.turns)
+    if mirror and request.real is not None:
+        user = (f"Problem:\n{format_question(request.real)}\n\nThe real dialogue:\n{format_history(request.real.turns)}\n\n"
+                f"The dialogue so far, with the simulated student:\n{so_far}\n\nThe tutor's next turn:")
+        return [{"role": "system", "content": MIRROR_SYSTEM}, {"role": "user", "content": user}]
+    user = f"Problem:\n{format_question(d)}\n\nThe dialogue so far:\n{so_far}\n\nYour next turn as the tutor:"
+    return [{"role": "system", "content": TUTOR_SYSTEM}, {"role": "user", "content": user}]
+
+
+class EndpointTutor(Tutor):
+    def __init__(self, tid: str, config: TutorConfig, *, mirror: bool = False):
+        self.id, self.config, self.mirror = tid, config, mirror
+        self._client = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": "openai", "base_model": self.config.model, "base_url": self.config.endpoint.base_url,
+                "mirror": self.mirror}
+
+    def respond(self, requests: Sequence[TutorRequest], sampling: Sampling) -> list[TutorTurn]:
+        from simhub.models.endpoints import chat_payload, client_for, send
+
+        if self._client is None:
+            self._client = client_for(self.config.endpoint, self.config.model, kind="tutor",
+                                      default_key_env="OPENAI_API_KEY", default_cache=cache_dir("tutor"))
+        payloads = [chat_payload(self.config.model, endpoint_messages(r, self.mirror), temperature=sampling.temperature,
+                                 max_tokens=self.config.max_tokens or sampling.max_tokens, seed=sampling.seed)
+                    for r in requests]
+        out = []
+        for answer in send(self._client, payloads, batch=False):
+            out.append(_finish(answer.text or "") if answer.ok else TutorTurn(error=answer.cause))
+        return out
+
+
+def tutor_names(profile: Profile) -> list[str]:
+    return list(profile.tutors)
+
+
+def build_tutor(name: str, profile: Profile, options: LoadOptions, *, mode: str = "free") -> Tutor:
+    """The tutor called ``name`` of ``profile``'s ``tutors:`` section (an UnknownNameError lists them)."""
+    config = profile.tutors.get(name)
+    if config is None:
+        raise UnknownNameError("tutor", name, tutor_names(profile), field="tutor")
+    if config.kind == "openai":
+        return EndpointTutor(name, config, mirror=mode == "mirror")
+    if mode == "mirror":
+        return MirrorTutor(name)
+    return ModelTutor(name, config, options)

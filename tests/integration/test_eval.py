@@ -1,0 +1,217 @@
+"""`simhub simulate` / `eval` / `compare` / `report`: run directories, caching and resume, failures, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simhub.cli import main
+from simhub.schema import write_jsonl
+
+TINY = "tests/profiles/tiny.yaml"
+SEVEN = ["acts", "correctness", "errors", "knowledge", "cosine", "rouge_l", "tutor_response"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, sample_corpus):
+    path = tmp_path_factory.mktemp("data") / "test4.jsonl"
+    write_jsonl(path, sample_corpus["test"][:4])
+    return path
+
+
+@pytest.fixture
+def cache(tmp_path):
+    return str(tmp_path / "cache")
+
+
+def _eval(args, *, expect=0):
+    assert main(["eval", "--profile", TINY, "--bootstrap", "500", *args]) == expect
+
+
+def _lines(path):
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_eval_our_model_writes_a_run_directory(data, tmp_path, cache, tiny_profile, capsys):
+    out = tmp_path / "run"
+    _eval(["--simulator", "tiny-student", "--data", str(data), "--output", str(out), "--cache-dir", cache])
+    results = json.loads((out / "results.json").read_text())
+    sims, scores = _lines(out / "simulations.jsonl"), _lines(out / "scores.jsonl")
+    turns = sum(len(d.student_turn_indices()) for d in __import__("simhub.schema").schema.read_jsonl(data))
+    assert len(sims) == len(scores) == results["data"]["turns"] == turns
+    assert set(sims[0]) >= {"dialogue_id", "turn_index", "candidate", "simulator"} and sims[0]["simulator"] == "tiny-student"
+    assert results["simulator"] == "tiny-student" and results["data"]["dialogues"] == 4
+    assert len(results["data"]["sha256"]) == 64 and results["simhub_version"] and results["created"]
+    assert list(results["metrics"]) == SEVEN
+    for name, m in results["metrics"].items():
+        assert set(m) >= {"mean", "std", "n", "ci95"}
+        if m["n"]:
+            lo, hi = m["ci95"]
+            assert lo <= m["mean"] + 1e-9 and m["mean"] <= hi + 1e-9, name
+    assert results["metrics"]["knowledge"]["cutoff_source"] == "paper"  # benchmark runs: the set's own cutoffs
+    assert results["config"]["simulator"]["base_model"] == "tiny:llama"  # as written, not a local folder
+    assert results["failures"] == {"simulation": 0, "scoring": dict.fromkeys(SEVEN, 0)}
+    line = scores[1]
+    assert set(line) >= {"dialogue_id", "turn_index", "position", "real", "candidate", "scores", "details"}
+    assert [s["position"] for s in scores if s["dialogue_id"] == scores[0]["dialogue_id"]][:3] == [0, 1, 2]
+    assert "95% CI" in capsys.readouterr().out
+
+
+def test_a_rerun_calls_no_model_and_gives_identical_results(data, tmp_path, cache, tiny_profile, monkeypatch):
+    from simhub.metrics.acts import Acts
+    from simhub.simulation.model import ModelSimulator
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    _eval(["--simulator", "tiny-student", "--data", str(data), "--output", str(first), "--cache-dir", cache])
+    calls = {"simulate": 0, "acts": 0}
+    real_simulate, real_score = ModelSimulator.simulate, Acts.score
+
+    def simulate(self, *a, **k):
+        calls["simulate"] += 1
+        return real_simulate(self, *a, **k)
+
+    def score(self, *a, **k):
+        calls["acts"] += 1
+        return real_score(self, *a, **k)
+
+    monkeypatch.setattr(ModelSimulator, "simulate", simulate)
+    monkeypatch.setattr(Acts, "score", score)
+    _eval(["--simulator", "tiny-student", "--data", str(data), "--output", str(second), "--cache-dir", cache])
+    assert calls == {"simulate": 0, "acts": 0}
+    a, b = (json.loads((p / "results.json").read_text()) for p in (first, second))
+    assert a["metrics"] == b["metrics"]
+    assert (first / "scores.jsonl").read_text() == (second / "scores.jsonl").read_text()
+
+
+def test_reference_simulators_floor_and_ceiling(data, tmp_path, tiny_profile):
+    real, previous = tmp_path / "real", tmp_path / "prev"
+    _eval(["--simulator", "reference:real", "--data", str(data), "--output", str(real), "--metrics", "cosine,rouge_l,knowledge"])
+    _eval(["--simulator", "reference:previous-turn", "--data", str(data), "--output", str(previous),
+           "--metrics", "cosine,rouge_l,knowledge"])
+    r, p = (json.loads((x / "results.json").read_text())["metrics"] for x in (real, previous))
+    assert r["knowledge"]["mean"] == 1.0 and r["cosine"]["mean"] == pytest.approx(1.0, abs=1e-5)
+    assert r["rouge_l"]["mean"] > 0.95  # 1 but for real turns longer than the 500-character candidate cut
+    assert p["rouge_l"]["mean"] < r["rouge_l"]["mean"] and p["cosine"]["mean"] < r["cosine"]["mean"]
+    first = _lines(previous / "simulations.jsonl")[0]
+    assert first["candidate"] == ""  # no previous student turn: an empty candidate, scored
+
+    assert main(["compare", str(previous), str(real), "--json", "--bootstrap", "500"]) == 0
+
+
+def test_compare_and_report(data, tmp_path, tiny_profile, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    _eval(["--simulator", "reference:real", "--data", str(data), "--output", str(a), "--metrics", "rouge_l,cosine,acts"])
+    _eval(["--simulator", "reference:previous-turn", "--data", str(data), "--output", str(b), "--metrics", "rouge_l,cosine,acts"])
+    capsys.readouterr()
+    assert main(["compare", str(a), str(b), "--json", "--bootstrap", "500"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    rouge = result["metrics"]["rouge_l"]
+    assert set(rouge) == {"a", "b", "diff", "ci95", "p", "p_holm", "test", "n"}
+    assert rouge["diff"] == pytest.approx(rouge["a"] - rouge["b"]) and rouge["diff"] > 0 and rouge["test"] == "permutation"
+    assert result["metrics"]["acts"]["test"] == "mcnemar-exact"
+    assert rouge["p_holm"] >= rouge["p"]
+    page = tmp_path / "report.html"
+    assert main(["report", str(a), str(b), "--output", str(page)]) == 0
+    html = page.read_text()
+    assert "reference:real" in html and "reference:previous-turn" in html and "<svg" in html
+
+
+def test_an_openai_compatible_simulator_resumes_after_a_kill_and_reruns_for_free(
+        data, tmp_path, cache, fake_openai, monkeypatch, tiny_profile):
+    import simhub.simulation.endpoint as endpoint
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    profile = tmp_path / "p.yaml"
+    profile.write_text(f"extends: {TINY}\nname: p\nsimulators:\n  hosted: {{kind: openai, model: m, "
+                       f"endpoint: {{base_url: '{fake_openai.base_url}', cache: false}}}}\n")
+    args = ["eval", "--profile", str(profile), "--simulator", "hosted", "--data", str(data), "--metrics", "rouge_l",
+            "--bootstrap", "500", "--cache-dir", cache, "--chunk-size", "8"]
+    turns = sum(1 for _ in _count_turns(data))
+    real = endpoint.EndpointSimulator.simulate
+    seen = {"chunks": 0}
+
+    def dies_after_one_chunk(self, targets, sampling=None, **kw):
+        if seen["chunks"] == 1:
+            raise KeyboardInterrupt  # the process is killed mid-run
+        seen["chunks"] += 1
+        return real(self, targets, sampling, **kw)
+
+    monkeypatch.setattr(endpoint.EndpointSimulator, "simulate", dies_after_one_chunk)
+    assert main([*args, "--output", str(tmp_path / "killed")]) == 130
+    sent = len(fake_openai.chat_requests())
+    assert sent == 8 and not (tmp_path / "killed" / "results.json").exists()
+    monkeypatch.setattr(endpoint.EndpointSimulator, "simulate", real)
+    assert main([*args, "--output", str(tmp_path / "resumed")]) == 0
+    assert len(fake_openai.chat_requests()) == turns  # every turn sent exactly once over both runs
+    bodies = [json.dumps(r.body, sort_keys=True) for r in fake_openai.chat_requests()]
+    assert len(set(bodies)) == len(bodies)
+    assert main([*args, "--output", str(tmp_path / "again")]) == 0
+    assert len(fake_openai.chat_requests()) == turns  # an identical rerun sends nothing
+
+
+def test_endpoint_failures_are_null_with_their_cause_and_counted(data, tmp_path, fake_openai, monkeypatch, tiny_profile,
+                                                                 capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    profile = tmp_path / "p.yaml"
+    profile.write_text(f"extends: {TINY}\nname: p\nsimulators:\n  flaky: {{kind: openai, model: m, endpoint: "
+                       f"{{base_url: '{fake_openai.base_url}', cache: false, max_retries: 1, concurrency: 1}}}}\n")
+    fake_openai.fail_next(4, 500)  # the first two turns fail twice each (try + retry)
+    out = tmp_path / "run"
+    assert main(["eval", "--profile", str(profile), "--simulator", "flaky", "--data", str(data), "--metrics", "rouge_l",
+                 "--bootstrap", "500", "--no-cache", "--output", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["failures"]["simulation"] == 2
+    failed = [x for x in _lines(out / "scores.jsonl") if x.get("error")]
+    assert len(failed) == 2 and failed[0]["error"] == "simulation failed: HTTP 500"
+    assert failed[0]["scores"] == {"rouge_l": None}
+    assert results["metrics"]["rouge_l"]["n"] == results["data"]["turns"] - 2
+    assert "2 turns could not be simulated" in capsys.readouterr().out
+
+
+def test_a_prompted_baseline_through_the_fake(data, tmp_path, fake_openai, monkeypatch, tiny_profile):
+    monkeypatch.setenv("SIMHUB_BASELINE_BASE_URL", fake_openai.base_url)
+    monkeypatch.setenv("SIMHUB_BASELINE_API_KEY", "sk-b")
+    out = tmp_path / "run"
+    _eval(["--simulator", "baseline:ocean", "--data", str(data), "--output", str(out), "--metrics", "rouge_l,cosine",
+           "--no-cache"])
+    body = fake_openai.chat_requests()[0].body
+    assert body["model"] == "gpt-4.1" and body["temperature"] == 0.0 and "Turn 1 (" in body["messages"][1]["content"]
+    assert json.loads((out / "results.json").read_text())["metrics"]["rouge_l"]["n"] > 0
+
+
+def test_simulate_command(data, tmp_path, tiny_profile, capsys):
+    out = tmp_path / "sims.jsonl"
+    assert main(["simulate", "--profile", TINY, "--simulator", "reference:previous-turn", "--data", str(data),
+                 "--output", str(out)]) == 0
+    rows = _lines(out)
+    assert rows and set(rows[0]) >= {"dialogue_id", "turn_index", "candidate", "simulator"}
+    assert "turns simulated" in capsys.readouterr().out
+
+
+def test_bad_input(data, tmp_path, tiny_profile, capsys, sample_corpus):
+    assert main(["eval", "--profile", TINY, "--simulator", "tiny-studnet", "--data", str(data), "--output", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown simulator 'tiny-studnet' (did you mean 'tiny-student'?)" in err and "reference:real" in err
+    tutor_only = tmp_path / "tutor.jsonl"
+    tutor_only.write_text(json.dumps({"id": "1-1", "question": {"text": "q"}, "turns": [{"role": "tutor", "content": "hi"}]}) + "\n")
+    assert main(["eval", "--profile", TINY, "--simulator", "reference:real", "--data", str(tutor_only),
+                 "--output", str(tmp_path / "y")]) == 2
+    assert "no student turns" in capsys.readouterr().err
+    other = tmp_path / "other.jsonl"
+    write_jsonl(other, sample_corpus["test"][4:6])
+    a, b = tmp_path / "a", tmp_path / "b"
+    _eval(["--simulator", "reference:real", "--data", str(data), "--output", str(a), "--metrics", "rouge_l"])
+    _eval(["--simulator", "reference:real", "--data", str(other), "--output", str(b), "--metrics", "rouge_l"])
+    capsys.readouterr()
+    assert main(["compare", str(a), str(b)]) == 2
+    assert "different data" in capsys.readouterr().err
+    assert main(["compare", str(a), str(tmp_path / "nope")]) == 2
+    assert "not a run directory" in capsys.readouterr().err
+
+
+def _count_turns(path):
+    from simhub.schema import read_jsonl
+
+    for d in read_jsonl(path):
+        yield from d.student_turn_indices()
