@@ -29,9 +29,10 @@ from pathlib import Path
 RESULTS = Path(__file__).parent / "results" / "scorer.json"
 
 
-#: batched: one Scorer.score call, adapters on one shared base (the default); batched-merged: the same
-#: with every adapter merged into its own base copy; naive: one turn per call; reference: one turn per
-#: call and one sequence per forward pass, shaped like the research code.
+#: batched: one Scorer.score call, adapters on one shared base (the library default); batched-merged:
+#: the same with every adapter merged into its own base copy (the demo profile's setting: faster for
+#: tiny models); naive: one turn per call; reference: one turn per call and one sequence per forward
+#: pass, shaped like the research code. naive and reference use the profile's setting.
 MODES = ("batched", "batched-merged", "naive", "reference")
 
 
@@ -60,8 +61,9 @@ def run_mode(mode: str, profile: str, split: str, limit: int, metrics: list[str]
 
     items = build_items(split, limit)
     built = provision_profile(restrict(load_profile(profile), simulators=[], tutors=[]), on_step=None)
-    if mode == "batched-merged":  # each adapter merged into its own copy of the base (the old layout)
-        built = msgspec.structs.replace(built, scoring=msgspec.structs.replace(built.scoring, share_base=False))
+    if mode.startswith("batched"):  # shared base, or each adapter merged into its own copy of the base
+        built = msgspec.structs.replace(built, scoring=msgspec.structs.replace(built.scoring,
+                                                                              share_base=mode == "batched"))
     scorer = Scorer.from_profile(built)
     names = metrics or scorer.metrics
     scorer.load(names)

@@ -110,7 +110,9 @@ class Labeller:
         self.correctness_ref: ModelRef | None = s.metrics.correctness_classifier
         judge = s.metrics.judge
         self.judge = judge
-        if self.correctness_ref is None and judge is not None and judge.kind == "local":
+        # A plain local judge model can answer the classifier's prompt; a judge adapter is trained
+        # for the judge's prompt only.
+        if self.correctness_ref is None and judge is not None and judge.kind == "local" and judge.adapter is None:
             self.correctness_ref = judge.plain()
         self.cache = cache
 

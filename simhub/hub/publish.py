@@ -47,6 +47,11 @@ _KIND_INFO: dict[str, dict[str, str]] = {
                     "pipeline_tag": "text-generation",
                     "objective": "generate correct / incorrect / na for a student turn",
                     "prompt_function": "`correctness_messages`", "readout": "the most likely label"},
+    "judge": {"template": "metric_model.md", "role": "local correctness judge (not in the paper, which uses GPT-5 mini)",
+              "metric": "correctness", "pipeline_tag": "text-generation",
+              "objective": "generate the verdict on a candidate turn, from examples built from the corpus's "
+                           "correctness labels", "prompt_function": "`judge_messages`",
+              "readout": "the most likely of the four verdicts"},
     "kt": {"template": "metric_model.md", "role": "LLM knowledge tracer (LLMKT)", "metric": "knowledge",
            "pipeline_tag": "text-generation",
            "objective": "BCE of the mean P(True) of the next tutor turn's KCs against the next student turn's "
@@ -58,6 +63,7 @@ _KIND_INFO: dict[str, dict[str, str]] = {
 _RESULT_KEYS = {
     "acts": [("accuracy", "accuracy", "Accuracy"), ("macro_f1", "f1", "Macro F1")],
     "correctness": [("accuracy", "accuracy", "Accuracy"), ("macro_f1", "f1", "Macro F1")],
+    "judge": [("accuracy", "accuracy", "Accuracy (correct / incorrect / na)"), ("macro_f1", "f1", "Macro F1")],
     "kt": [("auc", "roc_auc", "AUC"), ("accuracy", "accuracy", "Accuracy")],
 }
 _GENERATOR_KEYS = [("eval_loss", "loss", "Validation loss"), ("perplexity", "perplexity", "Perplexity"),

@@ -42,6 +42,18 @@ def is_adapter(ref: str, revision: str | None = None) -> bool:
         return False
 
 
+def saves_full_modules(adapter: str, revision: str | None = None) -> bool:
+    """Whether ``adapter`` carries fully trained modules (peft's ``modules_to_save``, e.g. a tiny
+    classifier's ``lm_head``). Such an adapter gets its own merged copy of the base: a shared base
+    would keep one adapter's replaced module active while another adapter runs."""
+    peft = require("peft")
+    try:
+        cfg = peft.PeftConfig.from_pretrained(adapter, revision=revision)
+    except Exception:  # unreadable: loading the adapter will report the real problem
+        return False
+    return bool(getattr(cfg, "modules_to_save", None))
+
+
 def resolve_peft(ref: ModelRef) -> ResolvedRef:
     """The base and adapter of ``ref``; an adapter-only ``model`` is served on the base it names."""
     check_concrete(ref)

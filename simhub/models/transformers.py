@@ -3,7 +3,8 @@
 Models that share a base share one loaded base: each LoRA adapter is attached to it by name and
 switched on for the duration of a call (``share_base``). With ``share_base`` off, an adapter is
 merged into its own copy of the base, which is faster for tiny models and costs a base's memory
-per adapter for large ones.
+per adapter for large ones. An adapter with fully trained modules (``modules_to_save``, as the demo's
+act classifier has) always gets its own merged copy.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from tqdm.auto import tqdm
 
 from simhub.errors import ConfigError, require
 from simhub.models.base import Generation, GenerationResult, LanguageModel, Prompt, Sampling, TokenLogprob, cut_at_stop
-from simhub.models.refs import ResolvedRef, load_tokenizer
+from simhub.models.refs import ResolvedRef, load_tokenizer, saves_full_modules
 
 
 def default_device(device: str | None) -> str:
@@ -334,7 +335,7 @@ def load_transformers(ref: ResolvedRef, *, device: str | None, dtype: str | None
                       bases: dict, share_base: bool) -> TransformersLM:
     """A :class:`TransformersLM` for ``ref``; with ``share_base``, bases come from (and go into) ``bases``."""
     device = default_device(device)
-    if ref.adapter and not share_base:
+    if ref.adapter and (not share_base or saves_full_modules(ref.adapter, ref.adapter_revision)):
         loaded = LoadedBase(ref.base, ref.base_revision, device, dtype)
         loaded.merge(ref.adapter, ref.adapter_revision)
         return TransformersLM(loaded, None, ref, batch_size)

@@ -18,6 +18,7 @@ TRAINERS: dict[str, str] = {
     "tutor-sft": "simhub.training.sft:train_sft",
     "acts": "simhub.training.classifiers:train_classifier",
     "correctness": "simhub.training.classifiers:train_classifier",
+    "judge": "simhub.training.classifiers:train_classifier",
     "kt": "simhub.training.kt:train_kt",
 }
 

@@ -1,7 +1,9 @@
-"""The act and correctness classifiers: chat examples whose assistant message is the label.
+"""The act and correctness classifiers and the local judge: chat examples whose assistant message
+is the label (the judge's is its verdict).
 
 Validation accuracy and per-class F1 read the logits of each label's first token at the label
-position (the metric itself scores whole labels as continuations).
+position (the metric itself scores whole labels as continuations). Labels that share a first token
+are one class there: the judge's two ``incorrect, ...`` verdicts count as ``incorrect``.
 """
 
 from __future__ import annotations
@@ -68,12 +70,19 @@ def evaluate_classifier(trainer, dataset, tokenizer, labels: tuple[str, ...]) ->
     return result
 
 
+def first_token_classes(labels: tuple[str, ...]) -> tuple[str, ...]:
+    """The classes evaluation tells apart: each label's first word (``incorrect, same error`` and
+    ``incorrect, different error`` are both ``incorrect``), in order, once."""
+    return tuple(dict.fromkeys(label.split(",")[0] for label in labels))
+
+
 def train_classifier(recipe: TrainRecipe, output_dir: str | os.PathLike[str], resume: bool = False) -> dict:
     from simhub.training.data import CLASS_LABELS, build_chat_examples
 
-    labels = CLASS_LABELS[recipe.kind]
+    labels = first_token_classes(CLASS_LABELS[recipe.kind])
     return run_supervised(
         recipe, output_dir, resume,
-        build=lambda tok, ds: build_chat_examples(tok, recipe.kind, ds, recipe.max_prompt_chars, recipe.persona),
+        build=lambda tok, ds: build_chat_examples(tok, recipe.kind, ds, recipe.max_prompt_chars, recipe.persona,
+                                                 judge_candidates=recipe.judge_candidates, seed=recipe.seed),
         evaluate=lambda trainer, items, tok: evaluate_classifier(trainer, items, tok, labels),
     )

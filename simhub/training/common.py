@@ -99,6 +99,7 @@ def lora_config(recipe: TrainRecipe):
     return peft.LoraConfig(
         r=recipe.lora_r, lora_alpha=recipe.lora_alpha, lora_dropout=recipe.lora_dropout,
         use_rslora=recipe.use_rslora, target_modules=recipe.lora_target_modules, task_type="CAUSAL_LM",
+        modules_to_save=list(recipe.lora_modules_to_save) or None,
     )
 
 

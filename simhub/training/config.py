@@ -43,7 +43,7 @@ from simhub.prompts import MAX_PROMPT_CHARS
 from simhub.training.data import SAMPLE_DATA, check_data
 
 #: The model kinds a recipe can train.
-KINDS: tuple[str, ...] = ("student-sft", "tutor-sft", "acts", "correctness", "kt", "student-dpo")
+KINDS: tuple[str, ...] = ("student-sft", "tutor-sft", "acts", "correctness", "judge", "kt", "student-dpo")
 
 
 def _f(default: Any, help: str, **kw) -> Any:
@@ -127,6 +127,11 @@ class TrainRecipe:
     lora_dropout: float = _f(0.05, "LoRA dropout")
     use_rslora: bool = _f(True, "rank-stabilised LoRA scaling (alpha / sqrt(r))")
     lora_target_modules: str = _f("all-linear", "modules that get LoRA (peft syntax)")
+    lora_modules_to_save: list[str] = _f([], "modules trained in full and saved with the adapter (peft's "  # noqa: RUF009
+                                             "modules_to_save), e.g. [lm_head] for a tiny classifier; "
+                                             "vLLM cannot serve such adapters")
+    judge_candidates: int = _f(2, "judge only: other student turns put to the judge per real turn, "
+                                  "besides the real turn itself")
     # evaluation extras
     kt_cutoffs: bool = _f(True, "KT only: write kt_cutoffs.json from the validation split after training")
     dpo: DPOSettings = field(default_factory=DPOSettings, metadata={"help": "offline RL settings (student-dpo)"})

@@ -4,6 +4,9 @@
   messages (the student's turns for the student, the tutor's for the tutor);
 * classifiers (acts / correctness): the classifier prompt plus the label as the assistant
   message, so only the label (and its end-of-turn token) carries loss;
+* the local judge: the judge prompt (:func:`simhub.prompts.judge_messages`) for a real student
+  turn and a candidate, with the verdict as the assistant message. The candidates and their
+  verdicts come from the corpus's own correctness labels (:func:`judge_cases`);
 * KT: packed LLMKT prompts (:func:`simhub.metrics.knowledge.build_kt_prompt`) with the KCs of a
   tutor turn and whether the next student turn is correct.
 
@@ -15,19 +18,24 @@ it works with the stock Llama 3 template as well as the tiny kit's.
 
 from __future__ import annotations
 
+import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from simhub.errors import ConfigError
-from simhub.prompts import act_messages, correctness_messages, student_messages, tutor_messages
-from simhub.schema import ACTS, CORRECTNESS_LABELS, Dialogue, read_jsonl
+from simhub.metrics.judge import JUDGE_OPTIONS
+from simhub.prompts import act_messages, correctness_messages, judge_messages, student_messages, tutor_messages
+from simhub.schema import ACTS, CORRECTNESS_LABELS, Dialogue, Turn, read_jsonl
 
 IGNORE_INDEX = -100
 #: Data spec meaning the sample corpus bundled with simhub.
 SAMPLE_DATA = "sample:"
-#: The labels a classifier kind generates, in a fixed order.
-CLASS_LABELS: dict[str, tuple[str, ...]] = {"acts": ACTS, "correctness": CORRECTNESS_LABELS}
+#: The labels a classifier kind generates, in a fixed order (the judge's are the local judge's options).
+CLASS_LABELS: dict[str, tuple[str, ...]] = {"acts": ACTS, "correctness": CORRECTNESS_LABELS, "judge": JUDGE_OPTIONS}
+#: Other student turns put to the judge as candidates per real turn, besides the real turn itself.
+JUDGE_CANDIDATES = 2
 
 
 # ---------------------------------------------------------------------------------- data specs
@@ -105,7 +113,8 @@ class Examples:
 
 
 def chat_conversations(kind: str, dialogue: Dialogue, persona: str = "none") -> list[list[dict]]:
-    """Chat conversations (messages with the training target as ``assistant``) of one dialogue."""
+    """Chat conversations (messages with the training target as ``assistant``) of one dialogue
+    (the judge draws candidates from a whole split: see :func:`judge_conversations`)."""
     if kind == "student-sft":
         messages = student_messages(dialogue, persona=persona, end_marker=True)
         return [messages] if any(m["role"] == "assistant" for m in messages) else []
@@ -136,20 +145,147 @@ def prompt_chars(tokenizer, kind: str, messages: list[dict]) -> int:
 
 
 def build_chat_examples(tokenizer, kind: str, dialogues: Sequence[Dialogue], max_prompt_chars: int,
-                        persona: str = "none") -> Examples:
+                        persona: str = "none", *, judge_candidates: int = JUDGE_CANDIDATES,
+                        seed: int = 0) -> Examples:
     """Tokenised chat examples; prompts of ``max_prompt_chars`` characters or more (chat-templated)
-    are left out."""
+    are left out. ``judge_candidates`` and ``seed`` choose the judge's candidates (kind ``judge``)."""
     out = Examples(items=[])
-    for dialogue in dialogues:
-        for messages in chat_conversations(kind, dialogue, persona):
-            if prompt_chars(tokenizer, kind, messages) >= max_prompt_chars:
-                out.excluded_long += 1
-                continue
-            example = chat_example(tokenizer, messages)
-            if kind in CLASS_LABELS:
-                example["class_index"] = CLASS_LABELS[kind].index(messages[-1]["content"])
-            out.items.append(example)
+    if kind == "judge":
+        conversations = judge_conversations(dialogues, judge_candidates, seed)
+    else:
+        conversations = [m for dialogue in dialogues for m in chat_conversations(kind, dialogue, persona)]
+    for messages in conversations:
+        if prompt_chars(tokenizer, kind, messages) >= max_prompt_chars:
+            out.excluded_long += 1
+            continue
+        example = chat_example(tokenizer, messages)
+        if kind in CLASS_LABELS:
+            example["class_index"] = CLASS_LABELS[kind].index(messages[-1]["content"])
+        out.items.append(example)
     return out
+
+
+# ---------------------------------------------------------------------------------- judge
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def same_answer(a: str, b: str) -> bool:
+    """Whether two student turns give the same answer, as far as text can tell.
+
+    Two turns agree when their texts match once case, runs of whitespace and surrounding
+    punctuation are ignored (``"idk"`` and ``"IDK."``), or when both state numbers and the
+    numbers are the same, signs included, in the same order (``"25°"``, ``"it's 25"`` and ``"25"``;
+    but not ``"3/8"`` and ``"8/3"``, or ``"5"`` and ``"-5"``). This stands in for the paper's "mathematically equivalent": the
+    sample corpus has no richer notion, and numbers are what its answers turn on.
+    """
+    def norm(text: str) -> str:
+        return " ".join(text.casefold().split()).strip(" .,;:!?")
+
+    if norm(a) == norm(b):
+        return True
+    numbers = _NUMBER.findall(a)
+    return bool(numbers) and numbers == _NUMBER.findall(b)
+
+
+def judge_verdict(real_label: str, real_text: str, candidate_label: str, candidate_text: str) -> str:
+    """The verdict (one of the local judge's options) for a candidate whose own correctness label is
+    ``candidate_label``, put in place of a real turn labelled ``real_label``.
+
+    * A candidate giving the same answer as the real turn (:func:`same_answer`; the real turn itself
+      above all) takes the real turn's label: it is that answer, at that moment.
+    * Otherwise the candidate's own label is its correctness here.
+    * Incorrect candidates say whether the error is the real turn's: ``same error`` only for the
+      same answer to a real incorrect turn, ``different error`` otherwise. When the real turn is not
+      incorrect there is no real error to share, and the local judge (which has no bare
+      ``incorrect`` option) says ``different error``; the metric scores that as plain incorrect.
+    """
+    same = same_answer(real_text, candidate_text)
+    label = real_label if same else candidate_label
+    if label == "incorrect":
+        return "incorrect, same error" if same and real_label == "incorrect" else "incorrect, different error"
+    if label not in ("correct", "na"):
+        raise ValueError(f"correctness label {label!r} is not correct, incorrect or na")
+    return label
+
+
+@dataclass(frozen=True)
+class JudgeCase:
+    """One judge training example before templating: the real turn, a candidate and the verdict."""
+
+    dialogue: Dialogue
+    index: int
+    candidate: str
+    verdict: str
+    #: ``real`` (the real turn itself), ``dialogue`` (another turn of the same dialogue),
+    #: ``question`` (a turn of another dialogue on the same question) or ``corpus`` (any other turn).
+    source: str
+
+    @property
+    def real(self) -> Turn:
+        return self.dialogue.turns[self.index]
+
+    def messages(self) -> list[dict]:
+        """The judge prompt the metric sends for this real turn and candidate, plus the verdict."""
+        real = self.real
+        prompt = judge_messages(self.dialogue, self.dialogue.turns[: self.index], real.content,
+                                real.correctness or "na", self.candidate)
+        return [*prompt, {"role": "assistant", "content": self.verdict}]
+
+
+def judge_cases(dialogues: Sequence[Dialogue], candidates: int = JUDGE_CANDIDATES, seed: int = 0) -> list[JudgeCase]:
+    """Judge examples built from the corpus's correctness labels, for every real student turn
+    labelled correct or incorrect (the metric never asks the judge about a real ``na`` turn: both
+    scores are null).
+
+    Each real turn is its own first candidate (verdict: its label, ``same error`` when incorrect),
+    so the judge learns to agree with the annotation when the candidate is the real answer. Then up
+    to ``candidates`` other student turns with a correctness label, drawn without replacement:
+    first from the same dialogue and from other dialogues on the same question (answers to the
+    same task, where a turn's label is most likely to carry over), then from the whole split.
+    Their verdicts follow :func:`judge_verdict`; a turn with the real turn's answer is not drawn
+    (it would repeat the first example). The draw depends on ``seed``, the dialogue id, the turn
+    index and the split's turns, not on the order of the dialogues.
+    """
+    ordered = sorted(((d.id, i, d) for d in dialogues for i in d.student_turn_indices()
+                      if d.turns[i].correctness is not None), key=lambda x: x[:2])
+    pool: list[tuple[Dialogue, Turn]] = [(d, d.turns[i]) for _, i, d in ordered]
+    by_question: dict[str, list[tuple[Dialogue, Turn]]] = {}
+    for dialogue, turn in pool:
+        by_question.setdefault(dialogue.question.text, []).append((dialogue, turn))
+    cases = []
+    for dialogue in dialogues:
+        for index in dialogue.student_turn_indices():
+            real = dialogue.turns[index]
+            if real.correctness not in ("correct", "incorrect"):
+                continue
+            cases.append(JudgeCase(dialogue, index, real.content, judge_verdict(
+                real.correctness, real.content, real.correctness, real.content), "real"))
+            if candidates <= 0:
+                continue
+            rng = random.Random(f"{seed}:{dialogue.id}:{index}")
+            near = [(d, t) for d, t in by_question.get(dialogue.question.text, []) if t is not real]
+            rng.shuffle(near)
+            rest = [(d, t) for d, t in pool if d.question.text != dialogue.question.text]
+            rng.shuffle(rest)
+            seen = [real.content]
+            for other, turn in [*near, *rest]:
+                if len(seen) > candidates:
+                    break
+                if any(same_answer(text, turn.content) for text in seen):
+                    continue
+                seen.append(turn.content)
+                source = ("dialogue" if other is dialogue else
+                          "question" if other.question.text == dialogue.question.text else "corpus")
+                cases.append(JudgeCase(dialogue, index, turn.content, judge_verdict(
+                    real.correctness, real.content, turn.correctness or "na", turn.content), source))
+    return cases
+
+
+def judge_conversations(dialogues: Sequence[Dialogue], candidates: int = JUDGE_CANDIDATES,
+                        seed: int = 0) -> list[list[dict]]:
+    """The judge's chat conversations: :func:`judge_cases` as prompt plus verdict."""
+    return [case.messages() for case in judge_cases(dialogues, candidates, seed)]
 
 
 def kt_samples(dialogue: Dialogue) -> list[tuple[list, list[str], float]]:

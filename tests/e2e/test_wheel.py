@@ -43,26 +43,27 @@ def test_the_wheel_holds_what_users_run_and_no_test_doubles(wheel):
 
 
 def test_python_m_simhub_builds_a_demo_model_in_an_empty_folder(installed, tmp_path, sample_corpus):
-    """`python -m simhub score --profile demo` from an installed wheel trains the demo act classifier
-    from the shipped recipe and the shipped sample corpus: nothing outside the package is read."""
+    """`python -m simhub score --profile demo` from an installed wheel trains a demo model (the tutor,
+    the quickest to train) from the shipped recipe and the shipped sample corpus: nothing outside the package is read."""
     from simhub.metrics import ScoreItem
     from simhub.schema import to_json
 
     work = tmp_path / "empty"
     work.mkdir()
     dialogue = sample_corpus["test"][0]
-    index = dialogue.student_turn_indices()[0]
+    index = next(i for i in dialogue.student_turn_indices()
+                 if i + 1 < len(dialogue.turns) and dialogue.turns[i + 1].role == "tutor")  # tutor_response needs one
     (work / "items.jsonl").write_bytes(to_json(ScoreItem(dialogue, index, "I think it is B")) + b"\n")
     env = {**os.environ, "PYTHONPATH": str(installed), "SIMHUB_HOME": str(tmp_path / "home")}
     where = subprocess.run([sys.executable, "-c", "import simhub; print(simhub.__file__)"], env=env, cwd=work,
                            capture_output=True, text=True, check=True)
     assert where.stdout.strip().startswith(str(installed))  # the wheel, not the checkout
     run = subprocess.run([sys.executable, "-m", "simhub", "score", "--input", "items.jsonl", "--output", "scores.jsonl",
-                          "--metrics", "acts,rouge_l", "--profile", "demo"], env=env, cwd=work, capture_output=True,
+                          "--metrics", "tutor_response,rouge_l", "--profile", "demo"], env=env, cwd=work, capture_output=True,
                          text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "building demo:acts" in run.stderr
+    assert "building demo:tutor" in run.stderr
     row = json.loads((work / "scores.jsonl").read_text())
-    assert row["scores"]["acts"] in (0.0, 1.0) and row["scores"]["rouge_l"] is not None
-    assert (tmp_path / "home" / "demo" / "acts" / "adapter_config.json").is_file()
+    assert 0.0 <= row["scores"]["tutor_response"] <= 1.0 and row["scores"]["rouge_l"] is not None
+    assert (tmp_path / "home" / "demo" / "tutor" / "adapter_config.json").is_file()
     assert sorted(p.name for p in work.iterdir()) == ["items.jsonl", "scores.jsonl"]  # nothing else written here

@@ -49,7 +49,7 @@ def test_recipe_files_cover_every_model():
     names = {p.stem for p in RECIPES}
     for name in ("student-sft-3b", "student-sft-8b", "student-dpo-3b", "student-dpo-8b", "acts-8b",
                  "correctness-8b", "kt-8b", "tutor-8b", "tiny-student-sft", "tiny-student-dpo", "tiny-acts",
-                 "tiny-correctness", "tiny-kt", "tiny-tutor"):
+                 "tiny-correctness", "tiny-judge", "tiny-kt", "tiny-tutor"):
         assert name in names
     for name in ("single_gpu", "multi_gpu", "fsdp"):
         assert (ROOT / "training" / "accelerate" / f"{name}.yaml").is_file()
@@ -339,6 +339,37 @@ def test_tiny_acts_classifier_reports_accuracy_and_f1(tmp_path, simhub_home, tok
     assert {name: v["support"] for name, v in results["per_class"].items()} == {a: gold[a] for a in ACTS}
 
 
+def test_tiny_judge_trains_on_verdicts_from_corpus_labels(tmp_path, simhub_home):
+    """kind: judge trains the local judge on judge_cases; evaluation tells correct / incorrect / na
+    apart, and the adapter saves its fully trained modules. Such an adapter gets a private merged
+    base when loaded, so it cannot leak into another adapter of the same base."""
+    from simhub.config import JudgeConfig, ModelRef
+    from simhub.metrics.judge import JUDGE_OPTIONS
+    from simhub.models import LoadOptions, load_lm
+    from simhub.provision import build_random_lora, resolve_model, resolve_recipe
+    from simhub.training import load_recipe, train
+
+    recipe = resolve_recipe(load_recipe("tiny-judge", ["max_steps=1", "max_train_dialogues=2", "max_eval_dialogues=2",
+                                                       "eval_steps=1"]))
+    results = train(recipe, tmp_path / "judge")
+    assert set(results["per_class"]) == {"correct", "incorrect", "na"} and results["count"] > 0
+    config = json.loads((tmp_path / "judge" / "adapter_config.json").read_text())
+    assert sorted(config["modules_to_save"]) == ["embed_tokens", "lm_head"]
+
+    base = resolve_model("tiny:llama")
+    options = LoadOptions(device="cpu", share_base=True)
+    other = build_random_lora(base, tmp_path / "other")
+    student = load_lm(ModelRef(model=base, adapter=str(other)), options)
+    prompt = [student.chat_ids([{"role": "user", "content": "What is 5/8 divided by 1/6?"}])]
+    labels = [[*student.text_ids(o), student.eot_id] for o in JUDGE_OPTIONS]
+    _, before = student.choose(prompt, labels)
+    judge = load_lm(JudgeConfig(kind="local", model=base, adapter=str(tmp_path / "judge")).plain(), options)
+    _, judged = judge.choose(prompt, labels)
+    assert judge.loaded is not student.loaded  # the judge has its own merged copy
+    _, after = student.choose(prompt, labels)
+    assert after.tolist() == before.tolist() != judged.tolist()
+
+
 @pytest.mark.slow
 def test_tiny_kt_writes_cutoffs_after_freeing_the_trained_model(tmp_path, monkeypatch, simhub_home):
     import gc
@@ -533,7 +564,7 @@ def _fake_model_dir(root: Path, base_hub_id: str, kind: str = "student-sft") -> 
     return root
 
 
-@pytest.mark.parametrize("kind", ["student-sft", "student-dpo", "acts", "kt"])
+@pytest.mark.parametrize("kind", ["student-sft", "student-dpo", "acts", "kt", "judge"])
 def test_card_renders_and_round_trips(tmp_path, kind):
     from huggingface_hub import ModelCard
 
@@ -553,6 +584,8 @@ def test_card_renders_and_round_trips(tmp_path, kind):
     assert results and all(r.dataset_type == "Eedi/Question-Anchored-Tutoring-Dialogues-2k" for r in results)
     if kind == "kt":
         assert {r.metric_type: r.metric_value for r in results}["roc_auc"] == 0.65
+    if kind == "judge":
+        assert "not in the paper" in card.text and {r.metric_type for r in results} == {"accuracy", "f1"}
     assert "CC BY-NC-SA 4.0" in card.text and "non-commercial" in card.text
     assert "learning_rate" in card.text
 
