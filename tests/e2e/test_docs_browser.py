@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from tests.e2e.browser import ARGS, CHROMIUM, require_browser
+from tests.e2e.browser import require_browser
 
 pytestmark = pytest.mark.browser
-sync_api = require_browser()
+require_browser()  # skips the module without Chromium and playwright
 pytest.importorskip("litestar", reason="the service needs simhub[serve]")
 uvicorn = pytest.importorskip("uvicorn", reason="the service needs simhub[serve]")
 
@@ -47,16 +47,6 @@ def service():
     finally:
         server.should_exit = True
         thread.join(10)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 @pytest.mark.parametrize("path", ["/schema", "/schema/swagger"])

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.browser import ARGS, CHROMIUM, require_browser
+from tests.e2e.browser import require_browser
 
 pytestmark = pytest.mark.browser
-sync_api = require_browser()
+require_browser()  # skips the module without Chromium and playwright
 pytest.importorskip("matplotlib", reason="the report draws its figures with matplotlib (simhub[report])")
 
 from simhub.evaluation.paper import TABLE1  # noqa: E402
@@ -29,16 +29,6 @@ from tests.unit.test_report import make_runs  # noqa: E402
 def report(tmp_path_factory) -> tuple[Path, list[Path]]:
     run_dirs = make_runs(tmp_path_factory.mktemp("runs"))
     return write_report(run_dirs, tmp_path_factory.mktemp("report") / "report.html"), run_dirs
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 def test_report_renders_offline(report, browser):
