@@ -41,9 +41,20 @@ def simhub_home() -> Path:
     return Path(os.environ.get("SIMHUB_HOME") or Path.home() / ".cache" / "simhub")
 
 
+#: Environment that silences the progress bars and chatter of tqdm and the Hugging Face libraries;
+#: they read it when imported (the service's log is one line per build step).
+QUIET_ENVIRONMENT = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+                     "TRANSFORMERS_VERBOSITY": "error"}
+
+
+def cache_root(override: str | os.PathLike[str] | None = None) -> Path:
+    """The root of the content-addressed caches: ``override`` (a ``--cache-dir``), else ``$SIMHUB_HOME/cache``."""
+    return Path(override) if override else simhub_home() / "cache"
+
+
 def cache_dir(kind: str) -> Path:
     """The default content-addressed cache of ``kind`` (``judge``, ``generations``...) under ``$SIMHUB_HOME``."""
-    return simhub_home() / "cache" / kind
+    return cache_root() / kind
 
 
 # ---------------------------------------------------------------------------------- YAML

@@ -147,6 +147,11 @@ def _resolve_struct(value, on_ref: Callable[[str, str | None], str]):
     return value
 
 
+def pending_builds(profile: Profile) -> list[str]:
+    """The profile's provisioned references not built yet, in build order (file checks only: cheap)."""
+    return [s for s in provisioned_refs(profile) if not is_built(s)]
+
+
 def provision_profile(profile: Profile, on_step: StepCallback | None = _say) -> Profile:
     """``profile`` with every provisioned reference built and replaced by its folder.
 
@@ -154,7 +159,7 @@ def provision_profile(profile: Profile, on_step: StepCallback | None = _say) -> 
     Building only what a profile uses keeps ``simhub score --metrics rouge_l`` from training anything
     when the caller passes a profile restricted to what it needs.
     """
-    todo = [s for s in provisioned_refs(profile) if not is_built(s)]
+    todo = pending_builds(profile)
     done: dict[tuple[str, str | None], str] = {}
 
     def on_ref(spec: str, base: str | None) -> str:

@@ -44,7 +44,7 @@ from simhub.annotation.labels import ANNOTATION_LABELS, JSON_LABELS, columns_of,
 from simhub.annotation.layout import dialogue_key, dialogue_row, read_cells, write_annotation_file
 from simhub.annotation.parsing import InvalidAnnotation, parse_answer
 from simhub.config import cache_dir as default_cache_dir
-from simhub.data.annotations import annotation_file_name, parse_literal
+from simhub.data.annotations import annotation_file_name, holds_label, parse_literal
 from simhub.errors import ConfigError, DataError
 from simhub.models.openai import ChatResult, EndpointConfig, EndpointFailure, OpenAIClient, chat_payload
 from simhub.prompts.annotation import annotation_messages, question_messages
@@ -515,7 +515,7 @@ def _record(row: _Row, labels: Sequence[str], existing: Mapping[str, str] | None
     for label in ANNOTATION_LABELS:
         prompt_col, raw_col, value_col = columns_of(label)
         cell = row.cells.get(label) if label in labels else None
-        if cell is not None and not (carry and cell.status in _NOT_MADE and _made(existing, value_col)):
+        if cell is not None and not (carry and cell.status in _NOT_MADE and _made(existing, label, value_col)):
             record[prompt_col], record[raw_col], record[value_col] = cell.prompt, cell.raw, cell.value
         elif carry:
             # Not made in this run (not asked for, or the request failed): an earlier run's label stands.
@@ -527,10 +527,9 @@ def _record(row: _Row, labels: Sequence[str], existing: Mapping[str, str] | None
     return record, kept
 
 
-def _made(existing: Mapping[str, str] | None, column: str) -> bool:
-    """Whether an existing file's cell holds a label (not empty, not an error record)."""
-    text = (existing or {}).get(column) or ""
-    return bool(text.strip()) and not text.lstrip().startswith("{'error'")
+def _made(existing: Mapping[str, str] | None, label: str, column: str) -> bool:
+    """Whether an existing file's cell holds a label, by the reader's rule (:func:`holds_label`)."""
+    return holds_label((existing or {}).get(column) or "", label)
 
 
 def _same_turns(text: str | None, turns: list[dict[str, str]]) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from simhub.cli.common import add_profile, metric_list, metric_models
 
@@ -48,14 +49,14 @@ def _options(args: argparse.Namespace, metrics: list[str] | None = None):
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from simhub.evaluation.runs import _caches, _jsonl, simulate, student_targets
-    from simhub.schema import atomic_write_bytes, read_jsonl
+    from simhub.evaluation.runs import _caches, simulate, student_targets
+    from simhub.schema import read_jsonl, write_jsonl
 
     targets = student_targets(read_jsonl(args.data), args.data)
     _, simulator = _simulator(args)
     generations, _ = _caches(_options(args))
     records = simulate(simulator, targets, cache=generations, chunk_size=args.chunk_size)
-    atomic_write_bytes(args.output, _jsonl(records))
+    write_jsonl(args.output, records)
     failed = sum(1 for r in records if r["candidate"] is None)
     print(f"{len(records)} turns simulated by {simulator.id} -> {args.output}" + (f" ({failed} failed)" if failed else ""))
     return 0
@@ -87,19 +88,14 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from simhub.evaluation.report import table1_data, write_report
+    from simhub.evaluation.report import load_run, table1_data, write_report
 
-    path = write_report(args.runs, args.output, title=args.title)
+    runs = [load_run(d) for d in args.runs]
+    path = write_report(runs, args.output, title=args.title)
     if args.json:
-        print(json.dumps(table1_data_for(args.runs, table1_data), indent=2))
-    print(f"report of {len(args.runs)} run(s) -> {path}")
+        print(json.dumps(table1_data(runs), indent=2))
+    print(f"report of {len(runs)} run(s) -> {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
-
-
-def table1_data_for(run_dirs, table1_data):
-    from simhub.evaluation.report import load_run
-
-    return table1_data([load_run(r) for r in run_dirs])
 
 
 def _common(p: argparse.ArgumentParser) -> None:

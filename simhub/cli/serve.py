@@ -14,16 +14,13 @@ import argparse
 import os
 import sys
 
-#: Read by tqdm and the Hugging Face libraries when they are imported (after this, in ``_serve``).
-QUIET_ENVIRONMENT = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
-                     "TRANSFORMERS_VERBOSITY": "error"}
-
 
 def _serve(args: argparse.Namespace) -> int:
-    if args.log_level != "debug":  # models build in the background: one log line per step, no progress bars
+    from simhub.config import QUIET_ENVIRONMENT, load_profile
+
+    if args.log_level != "debug":  # set before the libraries are imported: one log line per step, no bars
         for name, value in QUIET_ENVIRONMENT.items():
             os.environ.setdefault(name, value)
-    from simhub.config import load_profile
     from simhub.errors import require
 
     uvicorn = require("uvicorn", "serve")

@@ -341,16 +341,30 @@ class _Failed(Exception):
     """The cell of a label holds no usable annotation (empty, not a literal, or an error record)."""
 
 
-def _cell(row: AnnotationRow, label: str) -> Any:
-    column = LABEL_COLUMNS[label]
-    text = row.cells[column]
+def cell_label(text: str) -> Any:
+    """The parsed label of an annotation cell, or None when the cell holds none: empty, ``None``/
+    ``nan``, unparsable, or an error record (a failed annotation)."""
     if _is_empty(text):
-        raise _Failed
+        return None
     try:
         value = parse_literal(text)
     except ValueError:
-        raise _Failed from None
-    if value is None or (isinstance(value, dict) and any(str(k).strip().lower() == "error" for k in value)):
+        return None
+    if isinstance(value, dict) and any(str(k).strip().lower() == "error" for k in value):
+        return None
+    return value
+
+
+def holds_label(text: str, label: str) -> bool:
+    """Whether a cell of ``label`` holds a label as the reader sees it: free text for the profile
+    (``freeform``), a parsable non-error literal for the others."""
+    return not _is_empty(text) if label == "freeform" else cell_label(text) is not None
+
+
+def _cell(row: AnnotationRow, label: str) -> Any:
+    column = LABEL_COLUMNS[label]
+    value = cell_label(row.cells[column])
+    if value is None:
         raise _Failed
     if not isinstance(value, dict):
         raise row.error(column, f"expected a dict, got {type(value).__name__}")

@@ -30,11 +30,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from simhub.cache import ContentCache, fingerprint
-from simhub.config import ModelRef, Profile, simhub_home
+from simhub.config import ModelRef, Profile, cache_root
 from simhub.errors import DataError
 from simhub.evaluation import dialogue_metrics as dm
 from simhub.metrics import MetricContext
 from simhub.metrics.acts import Acts
+from simhub.metrics.judge import final_answer
 from simhub.metrics.knowledge import Knowledge
 from simhub.models import LoadOptions, Sampling, load_lm
 from simhub.prompts import correctness_messages, realness_messages
@@ -42,8 +43,7 @@ from simhub.schema import CORRECTNESS_LABELS, Dialogue, Turn, atomic_write_bytes
 from simhub.simulation import Simulator, Target
 from simhub.simulation.tutor import MirrorTutor, Tutor, TutorRequest
 
-RESULTS = "results.json"
-#: The same content under the name ``simhub report`` looks for beside a turn-level run.
+#: The dialogue-level results; ``simhub report`` reads them beside a turn-level run or alone.
 DIALOGUE_RESULTS = "dialogue_results.json"
 
 OFF_TASK_TURNS = (
@@ -160,7 +160,7 @@ class Labeller:
                                          max_tokens=judge.max_completion_tokens or 4000) for d, i in xs]
                 out = []
                 for answer in send(client, payloads):
-                    word = (answer.text or "").strip().lower().split()[:1] if answer.ok else []
+                    word = final_answer(answer.text or "").split()[:1] if answer.ok else []
                     out.append(next((lab for lab in CORRECTNESS_LABELS if word and word[0].startswith(lab)), None))
                 return out
 
@@ -248,7 +248,7 @@ def _pi_verdicts(profile: Profile, real: Sequence[Dialogue], sim: Sequence[Dialo
     for (kind, rid, *_), first, answer in zip(pairs, firsts, send(client, payloads), strict=True):
         if not answer.ok:
             continue
-        word = (answer.text or "").strip().strip(".").lower()
+        word = final_answer(answer.text or "").strip(".")
         choice = "tie" if word.startswith("tie") else word[:1].upper()
         try:
             out[kind].append((rid, dm.verdict_from_choice(choice, first)))
@@ -433,8 +433,7 @@ def eval_dialogues(profile: Profile, real: list[Dialogue], sim: list[Dialogue], 
     if len(real) < 2:
         raise DataError(f"real: {len(real)} dialogue(s); a dialogue-bootstrap CI needs at least two", field="real")
     real_ids = _real_of(sim, real)
-    cache = None if options.no_cache else ContentCache(Path(options.cache_dir) if options.cache_dir else simhub_home() / "cache",
-                                                       "labels")
+    cache = None if options.no_cache else ContentCache(cache_root(options.cache_dir), "labels")
     labeller = Labeller(profile, cache)
     bar = tqdm(total=5, desc="eval-dialogues", disable=not options.progress)
     real_l, sim_l = _labelled(real, labeller), _labelled(sim, labeller)
@@ -453,7 +452,8 @@ def eval_dialogues(profile: Profile, real: list[Dialogue], sim: list[Dialogue], 
     if simulator is not None:
         sensitivity = (_real_sensitivity(real), _sensitivity(simulator, tutor, real, labeller, options))
     bar.update(1)
-    values, fns = _statistics(real_l, sim_l, real_ids, embed=embedder.encode, options=options, trajectories=trajectories,
+    embed = _memo_encode(embedder.encode)  # the stability pass below embeds the same real texts again
+    values, fns = _statistics(real_l, sim_l, real_ids, embed=embed, options=options, trajectories=trajectories,
                               verdicts=verdicts, sensitivity=sensitivity)
     clusters = [d.id for d in real]
     metrics: dict[str, dict] = {}
@@ -474,7 +474,7 @@ def eval_dialogues(profile: Profile, real: list[Dialogue], sim: list[Dialogue], 
         per_sample: dict[str, list[float]] = defaultdict(list)
         for k in samples:
             keep = [n for n, d in enumerate(sim_l) if d.meta.get("sample", 0) == k]
-            vals, _ = _statistics(real_l, [sim_l[n] for n in keep], [real_ids[n] for n in keep], embed=embedder.encode,
+            vals, _ = _statistics(real_l, [sim_l[n] for n in keep], [real_ids[n] for n in keep], embed=embed,
                                   options=options, trajectories=None, verdicts=None, sensitivity=None)
             for name, v in vals.items():
                 if v is not None:
@@ -487,6 +487,19 @@ def eval_dialogues(profile: Profile, real: list[Dialogue], sim: list[Dialogue], 
             "real_dialogues": len(real), "sim_dialogues": len(sim), "samples": len(samples) or 1,
             "bootstrap": {"resamples": options.n_resamples, "seed": options.seed, "unit": "real dialogue"},
             "figures": figures}
+
+
+def _memo_encode(encode: Callable[[list[str]], np.ndarray]) -> Callable[[list[str]], np.ndarray]:
+    """``encode`` that embeds each distinct text once per run."""
+    seen: dict[str, np.ndarray] = {}
+
+    def embed(texts: list[str]) -> np.ndarray:
+        todo = list(dict.fromkeys(t for t in texts if t not in seen))
+        if todo:
+            seen.update(zip(todo, encode(todo), strict=True))
+        return np.stack([seen[t] for t in texts]) if texts else encode(texts)
+
+    return embed
 
 
 def _details(verdicts, sensitivity, trajectories) -> dict[str, dict]:
@@ -533,19 +546,9 @@ def _figure_data(real: list[Dialogue], sim: list[Dialogue], trajectories) -> dic
 
 
 def write_results(results: dict, output: str | os.PathLike[str], info: dict) -> Path:
-    """Write ``dialogue_results.json`` into ``output``, and ``results.json`` unless the folder already
-    holds a turn-level ``simhub eval`` run (so ``--output`` may name an eval run directory: the report
-    then shows both levels for that simulator). Returns the file holding the dialogue-level results."""
-    out = Path(output)
-    payload = json.dumps({**info, **results}, indent=2, ensure_ascii=False).encode() + b"\n"
-    atomic_write_bytes(out / DIALOGUE_RESULTS, payload)
-    existing = out / RESULTS
-    turn_level = False
-    if existing.is_file():
-        try:
-            turn_level = json.loads(existing.read_text(encoding="utf-8")).get("kind") != "dialogue-level"
-        except (OSError, ValueError, AttributeError):
-            turn_level = False  # unreadable: not a run we would lose anything by replacing
-    if not turn_level:
-        atomic_write_bytes(existing, payload)
-    return out / DIALOGUE_RESULTS
+    """Write ``dialogue_results.json`` into ``output`` and return it. ``--output`` may name a
+    ``simhub eval`` run directory, whose files stay as they are: the report then shows both levels
+    for that simulator; a folder with only this file is a dialogue-level run of its own."""
+    target = Path(output) / DIALOGUE_RESULTS
+    atomic_write_bytes(target, json.dumps({**info, **results}, indent=2, ensure_ascii=False).encode() + b"\n")
+    return target

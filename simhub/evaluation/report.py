@@ -423,10 +423,6 @@ def _load_dialogue_results(file: Path) -> DialogueResults | None:
     return DialogueResults(MappingProxyType(metrics), MappingProxyType(data))
 
 
-def _is_dialogue_level(data: Any) -> bool:
-    return isinstance(data, dict) and data.get("kind") == "dialogue-level"
-
-
 def _dialogue_only_run(path: Path, dialogue: DialogueResults) -> Run:
     """A folder written by ``simhub eval-dialogues`` alone: no turn-level row, only the dialogue-level
     section (its Table-1 cells show as missing)."""
@@ -460,16 +456,10 @@ def load_run(path: str | PathLike[str]) -> Run:
     if not path.is_dir():
         raise DataError(f"{path}: not a directory (expected a simhub eval run directory)", file=str(path))
     dialogue = _load_dialogue_results(path / DIALOGUE_RESULTS_FILE)
-    turn_file = path / RESULTS_FILE
-    if dialogue is not None and (not turn_file.is_file() or _is_dialogue_level(_read_json(turn_file))):
+    if dialogue is not None and not (path / RESULTS_FILE).is_file():
         return _dialogue_only_run(path, dialogue)
-    results = _load_results(path / RESULTS_FILE)
-    return Run(
-        path=path,
-        turns=_load_scores(path / SCORES_FILE),
-        dialogue_results=_load_dialogue_results(path / DIALOGUE_RESULTS_FILE),
-        **results,
-    )
+    return Run(path=path, turns=_load_scores(path / SCORES_FILE), dialogue_results=dialogue,
+               **_load_results(path / RESULTS_FILE))
 
 
 # ------------------------------------------------------------------------------------ the leaderboard
@@ -1379,9 +1369,10 @@ def render_report(runs: Sequence[Run], *, title: str | None = None) -> str:
     )
 
 
-def write_report(run_dirs: Sequence[str | PathLike[str]], output: str | PathLike[str], *,
+def write_report(run_dirs: Sequence[str | PathLike[str] | Run], output: str | PathLike[str], *,
                  title: str | None = None) -> Path:
-    """Write the HTML report over ``run_dirs`` to ``output`` atomically; returns the file written.
+    """Write the HTML report over ``run_dirs`` (folders, or runs already read by :func:`load_run`) to
+    ``output`` atomically; returns the file written.
 
     ``output`` may be an existing directory, in which case the page is ``report.html`` inside it.
     Raises :class:`~simhub.errors.DataError` for a broken run directory and
@@ -1391,7 +1382,7 @@ def write_report(run_dirs: Sequence[str | PathLike[str]], output: str | PathLike
     require("matplotlib", "report")
     if not run_dirs:
         raise ConfigError("a report needs at least one run directory", field="run_dirs")
-    runs = [load_run(d) for d in run_dirs]
+    runs = [d if isinstance(d, Run) else load_run(d) for d in run_dirs]
     page = render_report(runs, title=title)
     target = Path(output)
     if target.is_dir():

@@ -26,7 +26,8 @@ import msgspec
 from tqdm.auto import tqdm
 
 from simhub.cache import ContentCache, fingerprint
-from simhub.config import simhub_home
+from simhub.config import cache_root
+from simhub.evaluation.runs import simulate
 from simhub.models import Sampling
 from simhub.schema import Dialogue, Turn, atomic_write_bytes, write_jsonl
 from simhub.simulation import Simulator, Target
@@ -81,10 +82,8 @@ def rollout(simulator: Simulator, tutor: Tutor, dialogues: Sequence[Dialogue], o
     """``options.samples`` rollouts of each dialogue (see the module docstring)."""
     options = options or RolloutOptions()
     mirror = options.mode == "mirror"
-    cache = None if options.no_cache else ContentCache(Path(options.cache_dir) if options.cache_dir else simhub_home() / "cache",
-                                                       "rollouts")
-    sim_key = simulator.fingerprint() if simulator.cacheable else None
-    tutor_key = fingerprint(tutor.describe())
+    cache = None if options.no_cache else ContentCache(cache_root(options.cache_dir), "rollouts")
+    tutor_key = tutor.fingerprint() if tutor.cacheable else None
     states = [_State(d, k, []) for d in dialogues for k in range(options.samples)]
     for s in states:
         # The real opening: a tutor-first dialogue starts with the real tutor's first turn (the reference's choice).
@@ -108,7 +107,7 @@ def rollout(simulator: Simulator, tutor: Tutor, dialogues: Sequence[Dialogue], o
             students = [s for s in live if s.sample == k and s.next_role() == "student"]
             tutors = [s for s in live if s.sample == k and s.next_role() == "tutor"]
             if students:
-                _student_step(simulator, sim_key, students, options, step, k, cache)
+                _student_step(simulator, students, options, step, k, cache)
             if tutors:
                 _tutor_step(tutor, tutor_key, tutors, options, step, k, cache, mirror)
         now = sum(1 for s in states if s.done)
@@ -133,39 +132,26 @@ def _sampling(options: RolloutOptions, seed: int) -> Sampling:
     return Sampling(temperature=options.temperature, top_p=options.top_p, max_tokens=options.max_tokens, seed=seed)
 
 
-def _student_step(simulator: Simulator, sim_key: str | None, states: list[_State], options: RolloutOptions, step: int,
-                  k: int, cache: ContentCache | None) -> None:
+def _student_step(simulator: Simulator, states: list[_State], options: RolloutOptions, step: int, k: int,
+                  cache: ContentCache | None) -> None:
+    """The next student turn of each state: :func:`simhub.evaluation.runs.simulate` (cached the same way)."""
     sampling = _sampling(options, _step_seed(options.seed, k, step, "student"))
     targets = [Target(s.dialogue(), len(s.turns)) for s in states]
-    keys = [fingerprint([sim_key, simulator.messages(t), dataclasses.asdict(sampling)]) if sim_key and cache else None
-            for t in targets]
-    answers: list[dict | None] = [cache.get(key) if key else None for key in keys]
-    todo = [i for i, a in enumerate(answers) if a is None]
-    if todo:
-        results = simulator.simulate([targets[i] for i in todo], sampling)
-        for i, r in zip(todo, results, strict=True):
-            if r.error is not None or not r.candidates:
-                answers[i] = {"error": r.error or "no candidate"}
-                continue
-            c = r.candidates[0]
-            answers[i] = {"text": c.text, "end": c.end_of_dialogue}
-            if keys[i]:
-                cache.put(keys[i], answers[i])
-    for s, a in zip(states, answers, strict=True):
-        if a.get("error"):
-            s.done, s.failed, s.end = True, f"student: {a['error']}", "failed"
+    for s, record in zip(states, simulate(simulator, targets, sampling=sampling, cache=cache, progress=False), strict=True):
+        if record["candidate"] is None:
+            s.done, s.failed, s.end = True, f"student: {record['error']}", "failed"
             continue
-        s.turns.append(Turn(role="student", content=a["text"]))
-        if a["end"]:
+        s.turns.append(Turn(role="student", content=record["candidate"]))
+        if record["end_of_dialogue"]:
             s.done, s.end = True, "marker"
 
 
-def _tutor_step(tutor: Tutor, tutor_key: str, states: list[_State], options: RolloutOptions, step: int, k: int,
+def _tutor_step(tutor: Tutor, tutor_key: str | None, states: list[_State], options: RolloutOptions, step: int, k: int,
                 cache: ContentCache | None, mirror: bool) -> None:
     sampling = _sampling(options, _step_seed(options.seed, k, step, "tutor"))
     requests = [TutorRequest(s.dialogue(), s.real if mirror else None) for s in states]
     keys = [fingerprint([tutor_key, [(t.role, t.content) for t in r.dialogue.turns], r.real.id if r.real else None,
-                         dataclasses.asdict(sampling)]) if cache else None for r in requests]
+                         dataclasses.asdict(sampling)]) if tutor_key and cache else None for r in requests]
     answers: list[TutorTurn | None] = []
     for key in keys:
         hit = cache.get(key) if key else None

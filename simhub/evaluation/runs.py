@@ -26,21 +26,17 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from simhub.cache import ContentCache, fingerprint
-from simhub.config import Profile, simhub_home
+from simhub.config import Profile, cache_root
 from simhub.errors import ConfigError, DataError
 from simhub.metrics import ScoreItem, outputs
 from simhub.models import Sampling
-from simhub.schema import Dialogue, atomic_write_bytes, read_jsonl
+from simhub.schema import Dialogue, atomic_write_bytes, read_jsonl, write_jsonl
 from simhub.scoring import Scorer
 from simhub.simulation import SimulationResult, Simulator, Target
 
 SIMULATIONS = "simulations.jsonl"
 SCORES = "scores.jsonl"
 RESULTS = "results.json"
-
-
-def _jsonl(records: Sequence[dict]) -> bytes:
-    return b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in records)
 
 
 def _read_jsonl_dicts(path: Path) -> list[dict]:
@@ -141,7 +137,7 @@ class EvalOptions:
 def _caches(options: EvalOptions) -> tuple[ContentCache | None, ContentCache | None]:
     if options.no_cache:
         return None, None
-    root = Path(options.cache_dir) if options.cache_dir else simhub_home() / "cache"
+    root = cache_root(options.cache_dir)
     return ContentCache(root, "generations"), ContentCache(root, "scores")
 
 
@@ -165,7 +161,7 @@ def run_eval(profile: Profile, simulator: Simulator, data: str | os.PathLike[str
     sims = simulate(simulator, targets, sampling=options.sampling, cache=generations, chunk_size=options.chunk_size,
                     progress=options.progress)
     output.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(output / SIMULATIONS, _jsonl(sims))
+    write_jsonl(output / SIMULATIONS, sims)
 
     scorable = [(n, ScoreItem(t.dialogue, t.turn_index, s["candidate"]))
                 for n, (t, s) in enumerate(zip(targets, sims, strict=True)) if s["candidate"] is not None]
@@ -187,7 +183,7 @@ def run_eval(profile: Profile, simulator: Simulator, data: str | os.PathLike[str
             if item.error:
                 line["error"] = item.error
         lines.append(line)
-    atomic_write_bytes(output / SCORES, _jsonl(lines))
+    write_jsonl(output / SCORES, lines)
 
     summary = _with_intervals(scorer, metrics, lines, result.summary, options)
     failures = {"simulation": sum(1 for s in sims if s["candidate"] is None),
@@ -226,14 +222,16 @@ def _version() -> str:
 
 def _with_intervals(scorer: Scorer, metrics: Sequence[str], lines: list[dict], summary: dict[str, dict],
                     options: EvalOptions) -> dict[str, dict]:
-    """Mean, std, n and the dialogue-bootstrap 95% CI of each metric (plus the scorer's extras)."""
-    from simhub.evaluation.stats import cluster_bootstrap, cluster_mean_ci
+    """Mean, std, n and the dialogue-bootstrap 95% CI of each metric (plus the scorer's extras); a
+    metric whose value is a statistic of the whole set (knowledge) takes its CI from resampling that."""
+    from simhub.evaluation.stats import cluster_bootstrap, summarize_metrics
 
     clusters = [line["dialogue_id"] for line in lines]
+    cis = summarize_metrics({m: [line["scores"].get(m) for line in lines] for m in metrics}, clusters,
+                            n_resamples=options.n_resamples, seed=options.seed)
     out: dict[str, dict] = {}
     for m in metrics:
-        values = [line["scores"].get(m) for line in lines]
-        ci = cluster_mean_ci(values, clusters, n_resamples=options.n_resamples, seed=options.seed)
+        ci = cis[m]
         owner = scorer.owner(m)
         statistic = scorer.instances[owner].resample_statistic(m, [line["details"].get(owner) for line in lines])
         interval = ci.ci

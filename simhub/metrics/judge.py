@@ -64,6 +64,13 @@ def parse_verdict(answer: str, real_label: str) -> Verdict:
     return Verdict(float("incorrect" in text), float("same error" in text), label)
 
 
+def item_messages(item: ScoreItem) -> list[dict]:
+    """The judge prompt for one item: the real turn, its label and the candidate (also what a
+    local judge is trained on, :func:`simhub.training.data.judge_cases`)."""
+    real = item.real
+    return judge_messages(item.dialogue, item.history, real.content, real.correctness or "na", item.candidate)
+
+
 def skip_reasons(real_label: str | None) -> dict[str, str]:
     if real_label is None:
         return {"correctness": NO_LABEL, "errors": NO_LABEL}
@@ -128,8 +135,7 @@ class Judge(Metric):
         return skip_reasons(item.real.correctness)
 
     def messages(self, item: ScoreItem) -> list[dict]:
-        real = item.real
-        return judge_messages(item.dialogue, item.history, real.content, real.correctness or "na", item.candidate)
+        return item_messages(item)
 
     def score(self, items: Sequence[ScoreItem]) -> list[MetricResult]:
         out = []

@@ -72,6 +72,9 @@ def load_lm(ref: ModelRef | str, options: LoadOptions | None = None) -> Language
         else:
             from simhub.models.vllm import VLLMLM, VLLMEngine
 
+            if resolved.full_modules:  # before any engine starts
+                raise ConfigError(f"{resolved.adapter}: the adapter trains whole modules (peft's modules_to_save), "
+                                  "which vLLM's LoRA cannot serve; use the transformers backend for it", field="adapter")
             # VLLMOptions holds a dict (extra engine arguments): key on its JSON.
             lora = options.enable_lora if options.enable_lora is not None else resolved.adapter is not None
             ekey = (resolved.base, resolved.base_revision, options.asynchronous, msgspec.json.encode(options.vllm), lora)

@@ -23,6 +23,9 @@ class ResolvedRef:
     base_revision: str | None = None
     adapter: str | None = None
     adapter_revision: str | None = None
+    #: The adapter trains whole modules (peft's ``modules_to_save``, e.g. a tiny classifier's
+    #: ``lm_head``): it needs its own merged copy of the base, and vLLM's LoRA cannot serve it.
+    full_modules: bool = False
 
 
 def check_concrete(ref: ModelRef, field: str = "model") -> None:
@@ -42,28 +45,29 @@ def is_adapter(ref: str, revision: str | None = None) -> bool:
         return False
 
 
-def saves_full_modules(adapter: str, revision: str | None = None) -> bool:
-    """Whether ``adapter`` carries fully trained modules (peft's ``modules_to_save``, e.g. a tiny
-    classifier's ``lm_head``). Such an adapter gets its own merged copy of the base: a shared base
-    would keep one adapter's replaced module active while another adapter runs."""
+def _peft_config(adapter: str, revision: str | None):
+    """The adapter's peft config, or None when it cannot be read (loading it will say why)."""
     peft = require("peft")
     try:
-        cfg = peft.PeftConfig.from_pretrained(adapter, revision=revision)
-    except Exception:  # unreadable: loading the adapter will report the real problem
-        return False
-    return bool(getattr(cfg, "modules_to_save", None))
+        return peft.PeftConfig.from_pretrained(adapter, revision=revision)
+    except Exception:
+        return None
 
 
 def resolve_peft(ref: ModelRef) -> ResolvedRef:
-    """The base and adapter of ``ref``; an adapter-only ``model`` is served on the base it names."""
+    """The base and adapter of ``ref``; an adapter-only ``model`` is served on the base it names.
+    The adapter's config is read once, here."""
     check_concrete(ref)
     base, adapter, revision, adapter_revision = ref.model, ref.adapter, ref.revision, ref.adapter_revision
+    cfg = None
     if adapter is None and is_adapter(base, revision):
-        peft = require("peft")
-        cfg = peft.PeftConfig.from_pretrained(base, revision=revision)
+        cfg = require("peft").PeftConfig.from_pretrained(base, revision=revision)
         adapter, adapter_revision = base, revision
         base, revision = cfg.base_model_name_or_path, None
-    return ResolvedRef(base, revision, adapter, adapter_revision)
+    elif adapter is not None:
+        cfg = _peft_config(adapter, adapter_revision)
+    return ResolvedRef(base, revision, adapter, adapter_revision,
+                       full_modules=bool(getattr(cfg, "modules_to_save", None)))
 
 
 def local_path(repo: str, revision: str | None = None) -> str:

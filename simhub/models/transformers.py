@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from simhub.errors import ConfigError, require
 from simhub.models.base import Generation, GenerationResult, LanguageModel, Prompt, Sampling, TokenLogprob, cut_at_stop
-from simhub.models.refs import ResolvedRef, load_tokenizer, saves_full_modules
+from simhub.models.refs import ResolvedRef, load_tokenizer
 
 
 def default_device(device: str | None) -> str:
@@ -335,7 +335,7 @@ def load_transformers(ref: ResolvedRef, *, device: str | None, dtype: str | None
                       bases: dict, share_base: bool) -> TransformersLM:
     """A :class:`TransformersLM` for ``ref``; with ``share_base``, bases come from (and go into) ``bases``."""
     device = default_device(device)
-    if ref.adapter and (not share_base or saves_full_modules(ref.adapter, ref.adapter_revision)):
+    if ref.adapter and (not share_base or ref.full_modules):
         loaded = LoadedBase(ref.base, ref.base_revision, device, dtype)
         loaded.merge(ref.adapter, ref.adapter_revision)
         return TransformersLM(loaded, None, ref, batch_size)

@@ -21,7 +21,7 @@ import numpy as np
 from simhub.config import VLLMOptions
 from simhub.errors import require
 from simhub.models.base import Generation, GenerationResult, LanguageModel, Prompt, Sampling, TokenLogprob
-from simhub.models.refs import ResolvedRef, load_tokenizer, local_path, saves_full_modules
+from simhub.models.refs import ResolvedRef, load_tokenizer, local_path
 
 
 def has_cuda() -> bool:
@@ -92,12 +92,6 @@ class VLLMEngine:
         key = (adapter, revision)
         if key not in self._loras:
             from vllm.lora.request import LoRARequest
-
-            if saves_full_modules(adapter, revision):
-                from simhub.errors import ConfigError
-
-                raise ConfigError(f"{adapter}: the adapter trains whole modules (peft's modules_to_save), which "
-                                  "vLLM's LoRA cannot serve; use the transformers backend for it", field="adapter")
 
             n = next(self._lora_ids)
             self._loras[key] = LoRARequest(f"adapter{n}", n, local_path(adapter, revision))

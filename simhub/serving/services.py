@@ -16,6 +16,7 @@ from simhub.config import Profile
 from simhub.errors import ConfigError, SimhubError
 from simhub.metrics import ScoreItem, summarize
 from simhub.models import Sampling
+from simhub.provision import pending_builds
 from simhub.scoring import ItemResult, Scorer
 from simhub.serving.batching import Job, MicroBatcher
 from simhub.serving.metrics import ServiceMetrics
@@ -140,9 +141,11 @@ def _quiet_libraries() -> None:
     a service's log is one line per build step, not nested bars (``--log-level debug`` keeps them)."""
     import os
 
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    from simhub.config import QUIET_ENVIRONMENT
+
+    for name, value in QUIET_ENVIRONMENT.items():
+        if name != "TQDM_DISABLE":  # the process's own bars (a CLI in the same process) stay
+            os.environ.setdefault(name, value)
     with contextlib.suppress(ImportError):
         from huggingface_hub.utils import disable_progress_bars
 
@@ -173,7 +176,7 @@ class Services:
         self.loading: list[str] = ["scorer", *self.simulation.names]
         #: Start-up progress: the current step (k of n, k = 0 before the first) and what it does;
         #: finished steps in ``built``. Every unbuilt provisioned model is a step, then two loading steps.
-        self.step: dict[str, Any] = {"k": 0, "n": len(self._pending_builds()) + 2, "what": None}
+        self.step: dict[str, Any] = {"k": 0, "n": len(pending_builds(self.profile)) + 2, "what": None}
         self.built: list[str] = []
         self.load_error: str | None = None
         #: True once loading has ended (successfully or not); written only by the loading thread.
@@ -191,13 +194,6 @@ class Services:
     @property
     def status(self) -> str:
         return "ready" if self.ready else "failed" if self.loaded else "loading"
-
-    def _pending_builds(self) -> list[str]:
-        """The profile's provisioned references not built yet (file checks only: cheap)."""
-        from simhub.config import provisioned_refs
-        from simhub.provision import is_built
-
-        return [ref for ref in provisioned_refs(self.profile) if not is_built(ref)]
 
     def _begin(self, what: str) -> None:
         """Start the next step (the previous one is done): one log line per step."""
@@ -221,7 +217,7 @@ class Services:
 
                 VERBOSE.set(False)  # this thread only: training elsewhere in the process still reports
         try:
-            self.step = {"k": 0, "n": len(self._pending_builds()) + 2, "what": None}
+            self.step = {"k": 0, "n": len(pending_builds(self.profile)) + 2, "what": None}
             profile = provision_profile(self.profile, on_step=lambda k, n, what: self._begin(what))
             options = load_options(profile, asynchronous=True, backend=self.settings.simulator_backend)
             self._begin(f"loading {len(self.simulation.names)} simulators")

@@ -64,6 +64,16 @@ def candidate_from_text(text: str, finish_reason: str, *, tokens: int = 0, stop_
     return Candidate(text=text, finish_reason=finish, end_of_dialogue=eod, tokens=tokens, logprobs=logprobs)
 
 
+def outputs_fingerprint(record: dict[str, Any]) -> str:
+    """What a generator's cached outputs depend on: its configuration ``record``, the files of its
+    local ``base_model`` and ``adapter`` (a retrained adapter gets new keys) and simhub's version."""
+    from simhub import __version__
+    from simhub.cache import fingerprint, folder_fingerprint
+
+    return fingerprint([record, folder_fingerprint(record.get("base_model")), folder_fingerprint(record.get("adapter")),
+                        __version__])
+
+
 class Simulator(ABC):
     """A simulated student; see the module docstring."""
 
@@ -105,14 +115,8 @@ class Simulator(ABC):
         return self.describe()
 
     def fingerprint(self) -> str:
-        """The part of a generation's cache key that is the simulator: its configuration, the files of
-        its local model and adapter (a retrained adapter gets new keys) and simhub's version."""
-        from simhub import __version__
-        from simhub.cache import fingerprint, folder_fingerprint
-
-        record = self.config_record()
-        return fingerprint([record, folder_fingerprint(record.get("base_model")), folder_fingerprint(record.get("adapter")),
-                            __version__])
+        """The part of a generation's cache key that is the simulator (see :func:`outputs_fingerprint`)."""
+        return outputs_fingerprint(self.config_record())
 
     def close(self) -> None:
         """Release what :meth:`load` took."""

@@ -24,6 +24,7 @@ from simhub.errors import UnknownNameError
 from simhub.models import LanguageModel, LoadOptions, Sampling, load_lm
 from simhub.prompts import END_OF_DIALOGUE, format_history, format_question, tutor_messages
 from simhub.schema import Dialogue
+from simhub.simulation.base import candidate_from_text, outputs_fingerprint
 
 
 @dataclasses.dataclass
@@ -41,16 +42,23 @@ class TutorRequest:
     real: Dialogue | None = None
 
 
-def _finish(text: str) -> TutorTurn:
-    cut = text.find(END_OF_DIALOGUE)
-    return TutorTurn(text=text if cut < 0 else text[:cut], end_of_dialogue=cut >= 0)
+def _finish(text: str, stop_string: str | None = None) -> TutorTurn:
+    """The turn cut at the end-of-dialogue marker, as a student's candidate is."""
+    c = candidate_from_text(text, "stop", stop_string=stop_string)
+    return TutorTurn(text=c.text, end_of_dialogue=c.end_of_dialogue)
 
 
 class Tutor(ABC):
     id: str = "tutor"
+    #: Whether its turns are worth caching (the mirror tutor reads them from the data).
+    cacheable: bool = True
 
     def describe(self) -> dict[str, Any]:
         return {"id": self.id, "kind": type(self).__name__}
+
+    def fingerprint(self) -> str:
+        """The part of a tutor turn's cache key that is the tutor (as for simulators)."""
+        return outputs_fingerprint(self.describe())
 
     @abstractmethod
     def respond(self, requests: Sequence[TutorRequest], sampling: Sampling) -> list[TutorTurn]:
@@ -74,17 +82,13 @@ class ModelTutor(Tutor):
             out = self.lm.generate(prompts, dataclasses.replace(sampling, stop=(END_OF_DIALOGUE,)))
         except Exception as exc:  # a broken model fails this batch's dialogues, with the cause
             return [TutorTurn(error=f"{type(exc).__name__}: {str(exc)[:200]}") for _ in requests]
-        turns = []
-        for result in out:
-            g = result.generations[0]
-            turn = _finish(g.text)
-            turn.end_of_dialogue = turn.end_of_dialogue or g.stop_string == END_OF_DIALOGUE
-            turns.append(turn)
-        return turns
+        return [_finish(r.generations[0].text, r.generations[0].stop_string) for r in out]
 
 
 class MirrorTutor(Tutor):
     """Says what the real tutor said at the same point of the real dialogue."""
+
+    cacheable = False
 
     def __init__(self, tid: str):
         self.id = tid

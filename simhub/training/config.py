@@ -40,7 +40,7 @@ import yaml
 from simhub.config import PROVISIONED_SCHEMES, RECIPE_DIR, load_yaml_mapping
 from simhub.errors import ConfigError, UnknownNameError
 from simhub.prompts import MAX_PROMPT_CHARS
-from simhub.training.data import SAMPLE_DATA, check_data
+from simhub.training.data import JUDGE_CANDIDATES, SAMPLE_DATA, check_data
 
 #: The model kinds a recipe can train.
 KINDS: tuple[str, ...] = ("student-sft", "tutor-sft", "acts", "correctness", "judge", "kt", "student-dpo")
@@ -130,7 +130,7 @@ class TrainRecipe:
     lora_modules_to_save: list[str] = _f([], "modules trained in full and saved with the adapter (peft's "  # noqa: RUF009
                                              "modules_to_save), e.g. [lm_head] for a tiny classifier; "
                                              "vLLM cannot serve such adapters")
-    judge_candidates: int = _f(2, "judge only: other student turns put to the judge per real turn, "
+    judge_candidates: int = _f(JUDGE_CANDIDATES, "judge only: other student turns put to the judge per real turn, "
                                   "besides the real turn itself")
     # evaluation extras
     kt_cutoffs: bool = _f(True, "KT only: write kt_cutoffs.json from the validation split after training")

@@ -18,6 +18,7 @@ it works with the stock Llama 3 template as well as the tiny kit's.
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 from collections.abc import Sequence
@@ -25,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from simhub.errors import ConfigError
-from simhub.metrics.judge import JUDGE_OPTIONS
-from simhub.prompts import act_messages, correctness_messages, judge_messages, student_messages, tutor_messages
+from simhub.metrics import ScoreItem
+from simhub.metrics.judge import JUDGE_OPTIONS, item_messages
+from simhub.prompts import act_messages, correctness_messages, student_messages, tutor_messages
 from simhub.schema import ACTS, CORRECTNESS_LABELS, Dialogue, Turn, read_jsonl
 
 IGNORE_INDEX = -100
@@ -227,9 +229,7 @@ class JudgeCase:
 
     def messages(self) -> list[dict]:
         """The judge prompt the metric sends for this real turn and candidate, plus the verdict."""
-        real = self.real
-        prompt = judge_messages(self.dialogue, self.dialogue.turns[: self.index], real.content,
-                                real.correctness or "na", self.candidate)
+        prompt = item_messages(ScoreItem(self.dialogue, self.index, self.candidate))
         return [*prompt, {"role": "assistant", "content": self.verdict}]
 
 
@@ -240,9 +240,9 @@ def judge_cases(dialogues: Sequence[Dialogue], candidates: int = JUDGE_CANDIDATE
 
     Each real turn is its own first candidate (verdict: its label, ``same error`` when incorrect),
     so the judge learns to agree with the annotation when the candidate is the real answer. Then up
-    to ``candidates`` other student turns with a correctness label, drawn without replacement:
-    first from the same dialogue and from other dialogues on the same question (answers to the
-    same task, where a turn's label is most likely to carry over), then from the whole split.
+    to ``candidates`` other student turns with a correctness label: first from the same dialogue
+    and from other dialogues on the same question (answers to the same task, where a turn's label
+    is most likely to carry over), then drawn at random from the rest of the split.
     Their verdicts follow :func:`judge_verdict`; a turn with the real turn's answer is not drawn
     (it would repeat the first example). The draw depends on ``seed``, the dialogue id, the turn
     index and the split's turns, not on the order of the dialogues.
@@ -250,11 +250,12 @@ def judge_cases(dialogues: Sequence[Dialogue], candidates: int = JUDGE_CANDIDATE
     ordered = sorted(((d.id, i, d) for d in dialogues for i in d.student_turn_indices()
                       if d.turns[i].correctness is not None), key=lambda x: x[:2])
     pool: list[tuple[Dialogue, Turn]] = [(d, d.turns[i]) for _, i, d in ordered]
-    by_question: dict[str, list[tuple[Dialogue, Turn]]] = {}
-    for dialogue, turn in pool:
-        by_question.setdefault(dialogue.question.text, []).append((dialogue, turn))
+    by_question: dict[str, list[int]] = {}
+    for n, (dialogue, _) in enumerate(pool):
+        by_question.setdefault(dialogue.question.text, []).append(n)
     cases = []
     for dialogue in dialogues:
+        question = dialogue.question.text
         for index in dialogue.student_turn_indices():
             real = dialogue.turns[index]
             if real.correctness not in ("correct", "incorrect"):
@@ -264,19 +265,20 @@ def judge_cases(dialogues: Sequence[Dialogue], candidates: int = JUDGE_CANDIDATE
             if candidates <= 0:
                 continue
             rng = random.Random(f"{seed}:{dialogue.id}:{index}")
-            near = [(d, t) for d, t in by_question.get(dialogue.question.text, []) if t is not real]
+            near = [n for n in by_question.get(question, []) if pool[n][1] is not real]
             rng.shuffle(near)
-            rest = [(d, t) for d, t in pool if d.question.text != dialogue.question.text]
-            rng.shuffle(rest)
+            # Then the rest of the split, drawn lazily (shuffling it for every turn would be quadratic).
+            draws = (rng.randrange(len(pool)) for _ in range(20 * candidates))
+            far = (n for n in draws if pool[n][0].question.text != question)
             seen = [real.content]
-            for other, turn in [*near, *rest]:
+            for n in itertools.chain(near, far):
                 if len(seen) > candidates:
                     break
+                other, turn = pool[n]
                 if any(same_answer(text, turn.content) for text in seen):
                     continue
                 seen.append(turn.content)
-                source = ("dialogue" if other is dialogue else
-                          "question" if other.question.text == dialogue.question.text else "corpus")
+                source = "dialogue" if other is dialogue else "question" if other.question.text == question else "corpus"
                 cases.append(JudgeCase(dialogue, index, turn.content, judge_verdict(
                     real.correctness, real.content, turn.correctness or "na", turn.content), source))
     return cases

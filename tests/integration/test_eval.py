@@ -115,6 +115,12 @@ def test_compare_and_report(data, tmp_path, tiny_profile, capsys):
     assert main(["report", str(a), str(b), "--output", str(page)]) == 0
     html = page.read_text()
     assert "reference:real" in html and "reference:previous-turn" in html and "<svg" in html
+    capsys.readouterr()
+    assert main(["report", str(a), str(b), "--output", str(page), "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)  # stdout is the JSON alone
+    row = next(r for r in table["runs"] if r["simulator"] == "reference:real")
+    written = json.loads((a / "results.json").read_text())["metrics"]["rouge_l"]
+    assert row["metrics"]["rouge_l"]["mean"] == written["mean"] and row["metrics"]["rouge_l"]["ci95"] == written["ci95"]
 
 
 def test_an_openai_compatible_simulator_resumes_after_a_kill_and_reruns_for_free(

@@ -89,7 +89,7 @@ def test_a_tutor_that_fails_marks_its_dialogues_failed_and_the_run_completes(dat
     res = tmp_path / "dl"
     assert main(["eval-dialogues", "--profile", TINY, "--real", str(data), "--sim", str(out), "--output", str(res),
                  "--bootstrap", "100", "--no-sensitivity"]) == 0
-    results = json.loads((res / "results.json").read_text())
+    results = json.loads((res / "dialogue_results.json").read_text())
     assert results["failed_rollouts"] == 1 and results["sim_dialogues"] == len(rollouts) - 1
 
 
@@ -130,17 +130,17 @@ def test_eval_dialogues_writes_every_statistic_with_a_ci(data, tmp_path, tiny_pr
     out = tmp_path / "dl"
     assert main(["eval-dialogues", "--profile", TINY, "--real", str(data), "--sim", str(roll), "--output", str(out),
                  "--bootstrap", "200", "--max-tokens", "16", "--sensitivity-prefixes", "12"]) == 0
-    results = json.loads((out / "results.json").read_text())
+    results = json.loads((out / "dialogue_results.json").read_text())
     names = {"acts_jsd", "correctness_rate_diff", "length_w1", "question_rate_w1", "turns_w1", "mattr_z", "hdd_z",
              "yule_z", "detect_auroc", "kt_gain_diff", "tutor_sensitivity"}
     assert names <= set(results["metrics"])
     assert "pi_calibrated" not in results["metrics"]  # only with an endpoint judge
     for name in names:
         m = results["metrics"][name]
-        assert set(m) == {"value", "ci95", "n"} and m["n"] == 4
+        assert set(m) == {"value", "ci95", "n"} and m["n"] == 4 and m["value"] is not None
     assert 0.0 <= results["metrics"]["acts_jsd"]["value"] <= 1.0
     assert set(results["stability_sd"]) >= {"acts_jsd", "length_w1"}  # two samples per dialogue
-    assert (out / "dialogue_results.json").is_file() and results["figures"]["acts"]["real"]
+    assert not (out / "results.json").exists() and results["figures"]["acts"]["real"]
     # Behind the single numbers: both sides of tutor sensitivity and of the KT gain.
     sens = results["details"]["tutor_sensitivity"]
     assert "error" in sens or (results["metrics"]["tutor_sensitivity"]["value"]
@@ -213,7 +213,7 @@ def test_pi_calibrated_with_an_endpoint_judge(tmp_path, sample_corpus, fake_open
         return [r for r in fake_openai.chat_requests() if "Which student is real" in r.body["messages"][-1]["content"]]
 
     assert main([*args, "--output", str(tmp_path / "a")]) == 0
-    results = json.loads((tmp_path / "a" / "results.json").read_text())
+    results = json.loads((tmp_path / "a" / "dialogue_results.json").read_text())
     d = results["details"]["pi_calibrated"]
     assert (d["pi"], d["tie_rate"], d["n_ps"]) == (0.0, 0.0, 2 * len(real))  # the fake is always caught
     assert (d["hh"], d["hh_tie_rate"], d["n_hh"]) == (0.5, 1.0, len(real))  # two real students: a tie
@@ -228,4 +228,4 @@ def test_pi_calibrated_with_an_endpoint_judge(tmp_path, sample_corpus, fake_open
     assert len({r.body["messages"][-1]["content"].split(")")[0] for r in asked}) == len(asked)  # one per pair
     assert main([*args, "--output", str(tmp_path / "b")]) == 0
     assert len(realness_requests()) == len(asked)  # the rerun asks nothing again
-    assert json.loads((tmp_path / "b" / "results.json").read_text())["details"] == results["details"]
+    assert json.loads((tmp_path / "b" / "dialogue_results.json").read_text())["details"] == results["details"]

@@ -368,6 +368,13 @@ def test_tiny_judge_trains_on_verdicts_from_corpus_labels(tmp_path, simhub_home)
     assert judge.loaded is not student.loaded  # the judge has its own merged copy
     _, after = student.choose(prompt, labels)
     assert after.tolist() == before.tolist() != judged.tolist()
+    # vLLM's LoRA cannot serve such an adapter: refused before any engine starts.
+    from simhub.models import loader
+
+    engines = dict(loader._ENGINES)
+    with pytest.raises(ConfigError, match="modules_to_save"):
+        load_lm(JudgeConfig(kind="local", model=base, adapter=str(tmp_path / "judge")).plain(), LoadOptions(backend="vllm"))
+    assert engines == loader._ENGINES  # no engine was started
 
 
 @pytest.mark.slow

@@ -534,3 +534,21 @@ def test_stats_report_label_coverage_and_failures(raw, plain, tmp_path):
     line = next(x for x in table.splitlines() if x.startswith("failed_labels: acts"))
     assert line.split()[-1] == "1"
     assert dataset_stats([])["label_coverage"]["acts"] == 0.0
+
+
+@pytest.mark.parametrize("text,label,holds", [
+    ("{'acts': 'Focus'}", "acts", True),
+    ("", "acts", False),
+    ("None", "acts", False),
+    ("nan", "acts", False),
+    ("{'error': 'rate limited'}", "acts", False),
+    ("{ 'Error' : 'x'}", "acts", False),
+    ("not a literal {", "acts", False),
+    ("A careful student who double-checks.", "freeform", True),
+    ("nan", "freeform", False),
+])
+def test_holds_label_is_the_readers_rule(text, label, holds):
+    """`simhub annotate` keeps an earlier label only where the reader would read one."""
+    from simhub.data.annotations import holds_label
+
+    assert holds_label(text, label) is holds
