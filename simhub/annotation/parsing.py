@@ -19,7 +19,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from simhub.schema import ACTS, DEFAULT_KC, OCEAN_TRAITS, Dialogue
+from simhub.data.annotations import LEVELS, OCEAN_KEYS, get_key
+from simhub.schema import ACTS, DEFAULT_KC, Dialogue
 
 __all__ = [
     "InvalidAnnotation",
@@ -34,9 +35,6 @@ __all__ = [
     "strip_reasoning",
 ]
 
-#: The OCEAN keys as the released files spell them.
-OCEAN_KEYS: tuple[str, ...] = tuple(trait.capitalize() for trait in OCEAN_TRAITS)
-LEVELS: tuple[str, ...] = ("low", "neutral", "high")
 # Words models use for the middle level.
 _NEUTRAL = {"neutral", "medium", "moderate", "average", "mid", "middle"}
 _TURN_KEY = re.compile(r"^\s*(?:turn\s*)?(\d+)\s*$", re.IGNORECASE)
@@ -78,15 +76,6 @@ def extract_json(text: str | None) -> dict[str, Any]:
             return value
         raise InvalidAnnotation(f"expected a JSON object, got a JSON {type(value).__name__}")
     raise InvalidAnnotation("the answer is not JSON")
-
-
-def _get(value: Mapping[str, Any], name: str, default: Any = None) -> Any:
-    """``value[name]`` with the key matched case-insensitively (capitalisation varies)."""
-    wanted = name.lower()
-    for key, item in value.items():
-        if str(key).strip().lower() == wanted:
-            return item
-    return default
 
 
 def _has(value: Mapping[str, Any], name: str) -> bool:
@@ -138,8 +127,8 @@ def parse_question(text: str | None) -> dict[str, Any]:
     question unsolvable whatever ``solvable`` says (the reference's rule); anything else fails.
     """
     value = extract_json(text)
-    correct = _option(_get(value, "correct_option"))
-    solvable = _get(value, "solvable")
+    correct = _option(get_key(value, "correct_option"))
+    solvable = get_key(value, "solvable")
     if isinstance(solvable, str) and solvable.strip().lower() in ("true", "false"):
         solvable = solvable.strip().lower() == "true"
     if solvable is not None and not isinstance(solvable, bool):
@@ -149,12 +138,12 @@ def parse_question(text: str | None) -> dict[str, Any]:
     elif solvable is None:
         solvable = True
     cell: dict[str, Any] = {
-        "solution": _text(_get(value, "solution")),
+        "solution": _text(get_key(value, "solution")),
         "solvable": solvable,
         "correct_option": correct,
     }
     for number in range(1, 5):
-        cell[f"option_{number}_explanation"] = _text(_get(value, f"option_{number}_explanation"))
+        cell[f"option_{number}_explanation"] = _text(get_key(value, f"option_{number}_explanation"))
     return cell
 
 
@@ -184,8 +173,8 @@ def parse_acts(text: str | None, dialogue: Dialogue) -> dict[str, Any]:
     cell: dict[str, Any] = {}
     for index in sorted(found):
         item = found[index]
-        reasoning = _text(_get(item, "reasoning")) if isinstance(item, Mapping) else None
-        act = _get(item, "act") if isinstance(item, Mapping) else item
+        reasoning = _text(get_key(item, "reasoning")) if isinstance(item, Mapping) else None
+        act = get_key(item, "act") if isinstance(item, Mapping) else item
         name = known.get(_squash(str(act))) if act is not None else None
         if name is None:
             raise InvalidAnnotation(f"turn {index + 1}: {act!r} is not one of {', '.join(ACTS)}")
@@ -210,7 +199,7 @@ def parse_correctness(text: str | None, dialogue: Dialogue) -> dict[str, Any]:
         if isinstance(item, Mapping):
             if not _has(item, "correct"):
                 raise InvalidAnnotation(f"turn {index + 1}: no 'correct' entry")
-            summary, verdict = _text(_get(item, "summary")), _get(item, "correct")
+            summary, verdict = _text(get_key(item, "summary")), get_key(item, "correct")
         else:
             summary, verdict = None, item
         if not (verdict is None or isinstance(verdict, bool)):
@@ -238,8 +227,8 @@ def parse_kcs(text: str | None, dialogue: Dialogue) -> dict[str, Any]:
         if index not in tutor:
             continue
         item = found[index]
-        summary = _text(_get(item, "summary")) if isinstance(item, Mapping) else None
-        names = _get(item, "kcs") if isinstance(item, Mapping) else item
+        summary = _text(get_key(item, "summary")) if isinstance(item, Mapping) else None
+        names = get_key(item, "kcs") if isinstance(item, Mapping) else item
         if names is None:
             names = []
         if isinstance(names, str):
@@ -260,9 +249,9 @@ def parse_kcs(text: str | None, dialogue: Dialogue) -> dict[str, Any]:
 def parse_ocean(text: str | None) -> dict[str, Any]:
     """``{"reasoning", "Openness": "low|neutral|high", ...}`` with all five traits."""
     value = extract_json(text)
-    cell: dict[str, Any] = {"reasoning": _text(_get(value, "reasoning"))}
+    cell: dict[str, Any] = {"reasoning": _text(get_key(value, "reasoning"))}
     for key in OCEAN_KEYS:
-        level = _get(value, key)
+        level = get_key(value, key)
         if level is None:
             raise InvalidAnnotation(f"missing trait {key}")
         word = str(level).strip().lower()

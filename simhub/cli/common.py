@@ -12,12 +12,13 @@ def add_profile(p: argparse.ArgumentParser, default: str = "demo") -> None:
 
 
 def profile_for(args: argparse.Namespace, *, metrics: list[str] | None = None, simulators: list[str] | None = None,
-                tutors: list[str] | None = None) -> Profile:
-    """The command's profile, with the models it needs (and only those) built."""
+                tutors: list[str] | None = None, loaded: Profile | None = None) -> Profile:
+    """The command's profile, with the models it needs (and only those) built. ``loaded``: the
+    profile ``args.profile`` names, when the command has read it already."""
     from simhub.config import load_profile
     from simhub.provision import provision_profile, restrict
 
-    profile = load_profile(args.profile)
+    profile = loaded if loaded is not None else load_profile(args.profile)
     if simulators:  # unknown names are reported against the whole profile, before it is narrowed
         from simhub.errors import UnknownNameError
         from simhub.simulation import simulator_names
@@ -37,7 +38,7 @@ def metric_list(text: str | None) -> list[str] | None:
     return check_metric_names([m.strip() for m in text.split(",") if m.strip()], "metrics")
 
 
-def metric_models(profile: Profile, metrics: list[str] | None) -> list[str] | None:
+def metric_models(metrics: list[str] | None) -> list[str] | None:
     """The registry names (model entries) behind output names, for :func:`simhub.provision.restrict`."""
     if metrics is None:
         return None

@@ -16,12 +16,12 @@ import sys
 from simhub.cli.common import add_profile, metric_list, metric_models
 
 
-def _simulator(args: argparse.Namespace, metrics: list[str] | None = None):
+def _simulator(args: argparse.Namespace, metrics: list[str] | None = None, loaded=None):
     """The provisioned profile (the simulator's models and, with ``metrics``, those models) and the simulator."""
     from simhub.cli.common import profile_for
     from simhub.simulation import build_simulator
 
-    profile = profile_for(args, metrics=metrics, simulators=[args.simulator], tutors=[])
+    profile = profile_for(args, metrics=metrics, simulators=[args.simulator], tutors=[], loaded=loaded)
     force = None if args.backend == "profile" else _backend(args.backend)
     return profile, build_simulator(args.simulator, profile, force_backend=force)
 
@@ -71,7 +71,7 @@ def _eval(args: argparse.Namespace) -> int:
 
     metrics = metric_list(args.metrics)
     raw = load_profile(args.profile)
-    profile, simulator = _simulator(args, metrics=metric_models(raw, metrics))
+    profile, simulator = _simulator(args, metrics=metric_models(metrics), loaded=raw)
     record = {"simulator": build_simulator(args.simulator, raw).config_record(), "scoring": msgspec.to_builtins(raw.scoring)}
     results = run_eval(profile, simulator, args.data, args.output, _options(args, metrics), record=record)
     print(format_results(results))

@@ -8,14 +8,13 @@ from simhub.cli.common import add_profile, metric_list, metric_models, profile_f
 
 
 def _score(args: argparse.Namespace) -> int:
-    from simhub.config import load_profile
     from simhub.metrics import ScoreItem
     from simhub.schema import atomic_write_bytes, iter_jsonl, to_json
     from simhub.scoring import Scorer, format_summary
 
     metrics = metric_list(args.metrics)
     items = list(iter_jsonl(args.input, type=ScoreItem))
-    profile = profile_for(args, metrics=metric_models(load_profile(args.profile), metrics), simulators=[], tutors=[])
+    profile = profile_for(args, metrics=metric_models(metrics), simulators=[], tutors=[])
     scorer = Scorer.from_profile(profile)
     scorer.load(metrics)  # now, so a missing extra stops the command instead of nulling every score
     result = scorer.score(items, metrics, progress=True)

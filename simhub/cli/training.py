@@ -45,7 +45,7 @@ def _dpo(args: argparse.Namespace) -> int:
     if recipe.dpo.reward_metrics is not None:
         from simhub.cli.common import metric_models
 
-        profile = restrict(profile, metrics=metric_models(profile, recipe.dpo.reward_metrics))
+        profile = restrict(profile, metrics=metric_models(recipe.dpo.reward_metrics))
     profile = provision_profile(restrict(profile, simulators=[], tutors=[]))
     run_dpo(recipe, args.output_dir, profile, resume=args.resume, until=getattr(args, "until", "train"))
     return 0

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,6 +89,8 @@ RELEASED_COLUMNS: tuple[str, ...] = (
 #: The columns the reader needs; the prompt and raw-answer columns only document how a label was made.
 REQUIRED_COLUMNS: tuple[str, ...] = (*DIALOGUE_COLUMNS, *LABEL_COLUMNS.values())
 
+#: The OCEAN keys as the released files spell them, and the three levels of a trait.
+OCEAN_KEYS: tuple[str, ...] = tuple(trait.capitalize() for trait in OCEAN_TRAITS)
 LEVELS: tuple[str, ...] = ("low", "neutral", "high")
 
 _TURN_KEY = re.compile(r"^(?:turn\s*)?(\d+)$", re.IGNORECASE)
@@ -371,10 +373,12 @@ def _cell(row: AnnotationRow, label: str) -> Any:
     return value
 
 
-def _get(value: dict, name: str, default: Any = None) -> Any:
-    """``value[name]`` with the key matched case-insensitively (the annotator's capitalisation varies)."""
+def get_key(value: Mapping[str, Any], name: str, default: Any = None) -> Any:
+    """``value[name]`` with the key matched case-insensitively and without surrounding spaces (the
+    annotator's capitalisation varies); ``default`` when there is no such key."""
+    wanted = name.lower()
     for key, item in value.items():
-        if str(key).strip().lower() == name:
+        if str(key).strip().lower() == wanted:
             return item
     return default
 
@@ -414,7 +418,7 @@ def _turn_values(
 
 def _act(item: Any, row: AnnotationRow, index: int) -> str | None:
     if isinstance(item, dict):
-        item = _get(item, "act")
+        item = get_key(item, "act")
     return None if item is None else _choose(item, ACTS, row, "acts", f"turn {index + 1}")
 
 
@@ -422,7 +426,7 @@ def _correctness(item: Any, row: AnnotationRow, index: int) -> str | None:
     if isinstance(item, dict):
         if not any(str(k).strip().lower() == "correct" for k in item):
             raise row.error("correctness", f"turn {index + 1}: no 'correct' entry")
-        verdict = _get(item, "correct")
+        verdict = get_key(item, "correct")
         if verdict is None:
             return "na"
         if isinstance(verdict, bool):
@@ -437,7 +441,7 @@ def _correctness(item: Any, row: AnnotationRow, index: int) -> str | None:
 
 def _kcs(item: Any, row: AnnotationRow, index: int) -> list[str] | None:
     if isinstance(item, dict):
-        item = _get(item, "kcs")
+        item = get_key(item, "kcs")
     if item is None:
         return None
     if isinstance(item, str):
@@ -473,19 +477,19 @@ def _bool(value: Any, row: AnnotationRow, name: str) -> bool:
 
 
 def _question(value: dict, question: Question, row: AnnotationRow) -> Question:
-    correct = _option(_get(value, "correct_option"), row)
-    solvable = _get(value, "solvable")
+    correct = _option(get_key(value, "correct_option"), row)
+    solvable = get_key(value, "solvable")
     # A question without a correct option cannot be used as a reference, whatever "solvable" says.
     solvable = correct is not None and (solvable is None or _bool(solvable, row, "solvable"))
     explanations = {}
     for number, letter in enumerate(OPTIONS, start=1):
-        text = _get(value, f"option_{number}_explanation")
+        text = get_key(value, f"option_{number}_explanation")
         if text is not None:
             explanations[letter] = str(text)
-    older = _get(value, "option_explanations")  # the older simhub layout: {1: "...", ...}
+    older = get_key(value, "option_explanations")  # the older simhub layout: {1: "...", ...}
     if not explanations and isinstance(older, dict):
         explanations = {_option(k, row) or str(k): str(v) for k, v in older.items()}
-    solution = _get(value, "solution")
+    solution = get_key(value, "solution")
     return Question(
         text=question.text,
         correct_option=correct,  # type: ignore[arg-type]
@@ -498,7 +502,7 @@ def _question(value: dict, question: Question, row: AnnotationRow) -> Question:
 def _persona(value: dict, row: AnnotationRow) -> Persona:
     traits = {}
     for trait in OCEAN_TRAITS:
-        level = _get(value, trait)
+        level = get_key(value, trait)
         if level is None:
             raise row.error("ocean_persona", f"missing trait {trait.capitalize()!r}")
         traits[trait] = _choose(level, LEVELS, row, "ocean_persona", trait.capitalize())

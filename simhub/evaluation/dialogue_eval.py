@@ -33,6 +33,7 @@ from simhub.cache import ContentCache, fingerprint
 from simhub.config import ModelRef, Profile, cache_root
 from simhub.errors import DataError
 from simhub.evaluation import dialogue_metrics as dm
+from simhub.evaluation.rundir import DIALOGUE_RESULTS_FILE
 from simhub.metrics import MetricContext
 from simhub.metrics.acts import Acts
 from simhub.metrics.judge import final_answer
@@ -44,7 +45,6 @@ from simhub.simulation import Simulator, Target
 from simhub.simulation.tutor import MirrorTutor, Tutor, TutorRequest
 
 #: The dialogue-level results; ``simhub report`` reads them beside a turn-level run or alone.
-DIALOGUE_RESULTS = "dialogue_results.json"
 
 OFF_TASK_TURNS = (
     "By the way, did you watch any football at the weekend?",
@@ -549,6 +549,6 @@ def write_results(results: dict, output: str | os.PathLike[str], info: dict) -> 
     """Write ``dialogue_results.json`` into ``output`` and return it. ``--output`` may name a
     ``simhub eval`` run directory, whose files stay as they are: the report then shows both levels
     for that simulator; a folder with only this file is a dialogue-level run of its own."""
-    target = Path(output) / DIALOGUE_RESULTS
+    target = Path(output) / DIALOGUE_RESULTS_FILE
     atomic_write_bytes(target, json.dumps({**info, **results}, indent=2, ensure_ascii=False).encode() + b"\n")
     return target

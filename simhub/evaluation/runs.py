@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 from simhub.cache import ContentCache, fingerprint
 from simhub.config import Profile, cache_root
 from simhub.errors import ConfigError, DataError
+from simhub.evaluation.rundir import RESULTS_FILE, SCORES_FILE, load_run
 from simhub.metrics import ScoreItem, outputs
 from simhub.models import Sampling
 from simhub.schema import Dialogue, atomic_write_bytes, read_jsonl, write_jsonl
@@ -35,21 +36,6 @@ from simhub.scoring import Scorer
 from simhub.simulation import SimulationResult, Simulator, Target
 
 SIMULATIONS = "simulations.jsonl"
-SCORES = "scores.jsonl"
-RESULTS = "results.json"
-
-
-def _read_jsonl_dicts(path: Path) -> list[dict]:
-    if not path.is_file():
-        raise DataError(f"{path}: no such file", file=str(path))
-    out = []
-    for n, line in enumerate(path.read_text().splitlines(), start=1):
-        if line.strip():
-            try:
-                out.append(json.loads(line))
-            except ValueError as exc:
-                raise DataError(f"{path}:{n}: invalid JSON ({exc})", file=str(path), row=n) from None
-    return out
 
 
 def sha256_of(path: str | os.PathLike[str]) -> str:
@@ -183,7 +169,7 @@ def run_eval(profile: Profile, simulator: Simulator, data: str | os.PathLike[str
             if item.error:
                 line["error"] = item.error
         lines.append(line)
-    write_jsonl(output / SCORES, lines)
+    write_jsonl(output / SCORES_FILE, lines)
 
     summary = _with_intervals(scorer, metrics, lines, result.summary, options)
     failures = {"simulation": sum(1 for s in sims if s["candidate"] is None),
@@ -204,7 +190,7 @@ def run_eval(profile: Profile, simulator: Simulator, data: str | os.PathLike[str
         "simhub_version": _version(),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    atomic_write_bytes(output / RESULTS, json.dumps(results, indent=2, ensure_ascii=False).encode() + b"\n")
+    atomic_write_bytes(output / RESULTS_FILE, json.dumps(results, indent=2, ensure_ascii=False).encode() + b"\n")
     return results
 
 
@@ -242,19 +228,6 @@ def _with_intervals(scorer: Scorer, metrics: Sequence[str], lines: list[dict], s
     return out
 
 
-def load_run(path: str | os.PathLike[str]) -> tuple[dict, list[dict]]:
-    """A run directory's ``results.json`` and ``scores.jsonl`` lines."""
-    folder = Path(path)
-    results_path = folder / RESULTS
-    if not results_path.is_file():
-        raise DataError(f"{folder}: not a run directory (no {RESULTS}); make one with simhub eval", file=str(folder))
-    try:
-        results = json.loads(results_path.read_text())
-    except ValueError as exc:
-        raise DataError(f"{results_path}: invalid JSON ({exc})", file=str(results_path)) from None
-    return results, _read_jsonl_dicts(folder / SCORES)
-
-
 # ---------------------------------------------------------------------------------- compare
 
 
@@ -263,30 +236,29 @@ def compare_runs(run_a: str | os.PathLike[str], run_b: str | os.PathLike[str], *
     """Paired comparison of two runs over the same data, on the turns both scored (see the module docstring)."""
     from simhub.evaluation.stats import compare_metrics
 
-    (ra, la), (rb, lb) = load_run(run_a), load_run(run_b)
-    sha_a, sha_b = (ra.get("data") or {}).get("sha256"), (rb.get("data") or {}).get("sha256")
-    if sha_a != sha_b:
-        raise DataError(f"the runs are over different data: {run_a} has {((ra.get('data') or {}).get('path'))} "
-                        f"(sha256 {str(sha_a)[:12]}), {run_b} has {((rb.get('data') or {}).get('path'))} "
-                        f"(sha256 {str(sha_b)[:12]}); compare runs of the same data file", field="data")
-    b_by_key = {(x["dialogue_id"], x["turn_index"]): x for x in lb}
-    common = [(x, b_by_key[(x["dialogue_id"], x["turn_index"])]) for x in la if (x["dialogue_id"], x["turn_index"]) in b_by_key]
-    names = [m for m in (ra.get("metrics") or {}) if m in (rb.get("metrics") or {})]
+    ra, rb = load_run(run_a), load_run(run_b)
+    if ra.data.sha256 != rb.data.sha256:
+        raise DataError(f"the runs are over different data: {run_a} has {ra.data.path} (sha256 {str(ra.data.sha256)[:12]}), "
+                        f"{run_b} has {rb.data.path} (sha256 {str(rb.data.sha256)[:12]}); compare runs of the same "
+                        "data file", field="data")
+    b_by_key = {(t.dialogue_id, t.turn_index): t for t in rb.turns}
+    common = [(t, b_by_key[(t.dialogue_id, t.turn_index)]) for t in ra.turns if (t.dialogue_id, t.turn_index) in b_by_key]
+    names = [m for m in ra.metrics if m in rb.metrics]
     if not common or not names:
         raise DataError("the runs share no scored turn or no metric", field="data")
     table = outputs()
     binary = [m for m in names if m in table and table[m][1].binary]
-    a_values = {m: [x["scores"].get(m) for x, _ in common] for m in names}
-    b_values = {m: [y["scores"].get(m) for _, y in common] for m in names}
-    clusters = [x["dialogue_id"] for x, _ in common]
+    a_values = {m: [x.scores.get(m) for x, _ in common] for m in names}
+    b_values = {m: [y.scores.get(m) for _, y in common] for m in names}
+    clusters = [x.dialogue_id for x, _ in common]
     compared = compare_metrics(a_values, b_values, clusters, metrics=names, binary=binary, n_resamples=n_resamples,
                                seed=seed)
     metrics = {}
     for m, c in compared.items():
         d = c.as_dict()
         metrics[m] = {k: d.get(k) for k in ("a", "b", "diff", "ci95", "p", "p_holm", "test", "n")}
-    return {"a": {"run": str(run_a), "simulator": ra.get("simulator")}, "b": {"run": str(run_b), "simulator": rb.get("simulator")},
-            "data": ra.get("data"), "metrics": metrics}
+    return {"a": {"run": str(run_a), "simulator": ra.simulator}, "b": {"run": str(run_b), "simulator": rb.simulator},
+            "data": dataclasses.asdict(ra.data), "metrics": metrics}
 
 
 def format_comparison(result: dict) -> str:

@@ -213,7 +213,16 @@ def test_bad_input(data, tmp_path, tiny_profile, capsys, sample_corpus):
     assert main(["compare", str(a), str(b)]) == 2
     assert "different data" in capsys.readouterr().err
     assert main(["compare", str(a), str(tmp_path / "nope")]) == 2
-    assert "not a run directory" in capsys.readouterr().err
+    assert "not a directory" in capsys.readouterr().err
+    # compare reads runs with the report's checked reader: a broken line is named, not a KeyError.
+    c = tmp_path / "c"
+    _eval(["--simulator", "reference:real", "--data", str(data), "--output", str(c), "--metrics", "rouge_l"])
+    lines = (c / "scores.jsonl").read_text().splitlines()
+    lines[1] = '{"dialogue_id": "x"}'
+    (c / "scores.jsonl").write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["compare", str(a), str(c)]) == 2
+    assert "scores.jsonl:2" in capsys.readouterr().err
 
 
 def _count_turns(path):
