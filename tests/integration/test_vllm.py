@@ -1,30 +1,82 @@
-"""The vLLM backend: in the real server: one AsyncLLM with enable_lora serves both demo simulators
-(the base, and the random rank-32 LoRA as a LoRARequest). One engine start (~40 s on 2 CPU cores)."""
+"""The vLLM backend in the real server: one AsyncLLM with enable_lora serves both simulators of
+tests/profiles/tiny.yaml (the base, and the random rank-32 LoRA as a LoRARequest); the
+OpenAI-compatible student on it (log-probabilities, streaming, usage) gives the transformers
+backend's numbers. The served tests share one engine start (~40 s on 2 CPU cores)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
-from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.vllm
 pytest.importorskip("vllm")
+pytest.importorskip("litestar")
 httpx = pytest.importorskip("httpx")
 
+from tests.conftest import TESTS, TINY_PROFILE  # noqa: E402
 from tests.doubles.server_process import ServerProcess, metric_total  # noqa: E402
+from tests.integration.test_serving_openai import BODY, events  # noqa: E402
 
-DEMO = Path(__file__).parents[1] / "profiles" / "tiny.yaml"
 HISTORY = {"id": "v", "question": {"text": "What is 5/8 divided by 1/6?"},
            "turns": [{"role": "tutor", "content": "What calculation do we need to do here?"}]}
 
 
-def test_vllm_backend_multi_lora_greedy_and_batching(simhub_home, tiny_profile, tmp_path):
+# The in-process engine runs first, before the served tests start theirs.
+
+
+@pytest.fixture
+def unload():
+    yield
+    from simhub.models import unload_models
+
+    unload_models()
+
+
+def test_vllm_prompt_logprobs_match_transformers(tiny_kit, unload):
+    from simhub.config import MetricModels, ModelRef, ScoringConfig
+    from simhub.metrics import ScoreItem
+    from simhub.models import LoadOptions, load_lm
+    from simhub.scoring import Scorer
+    from tests.integration.test_scorer import DIALOGUE
+
+    ref = ModelRef(model=str(tiny_kit["llama"]))
+    hf = load_lm(ref, LoadOptions(backend="transformers"))
+    vl = load_lm(ref, LoadOptions(backend="vllm"))
+    pairs = [(hf.chat_ids([{"role": "user", "content": "What is 3/4 of 20?"}]), [*hf.text_ids("It is 15."), hf.eot_id])]
+    pairs.append((pairs[0][0][:5], pairs[0][1]))
+    for a, b in zip(hf.continuation_logprobs(pairs), vl.continuation_logprobs(pairs), strict=True):
+        assert a.shape == b.shape
+        assert a == pytest.approx(b, abs=2e-3)
+
+    # The same Scorer on both backends: tutor_response within 1%, the same acts.
+    config = ScoringConfig(metrics=MetricModels(acts=ref, tutor_response=ref))
+    items = [ScoreItem(DIALOGUE, 1, "ok"), ScoreItem(DIALOGUE, 3, "8/5"), ScoreItem(DIALOGUE, 5, "x")]
+    on_hf = Scorer(config, load=LoadOptions(backend="transformers")).score(items)
+    on_vllm = Scorer(config, load=LoadOptions(backend="vllm")).score(items)
+    for a, b in zip(on_hf.items, on_vllm.items, strict=True):
+        assert (a.scores["tutor_response"] is None) == (b.scores["tutor_response"] is None)
+        if a.scores["tutor_response"] is not None:
+            assert math.isclose(a.scores["tutor_response"], b.scores["tutor_response"], rel_tol=1e-2)
+        assert a.details["acts"]["predicted"] == b.details["acts"]["predicted"]
+
+
+@pytest.fixture(scope="module")
+def vllm_server(simhub_home, tiny_profile, tmp_path_factory):
+    """``simhub serve`` of the tiny profile on the vLLM backend, started once for this module: the URL."""
     env = {"SIMHUB_HOME": str(simhub_home), "VLLM_CPU_KVCACHE_SPACE": "1", "SIMHUB_MAX_TOKENS": "32"}
-    server = ServerProcess(str(DEMO), env=env, args=["--backend", "vllm"], log_path=tmp_path / "vllm.log",
-                           cwd=str(DEMO.parent.parent.parent), ready_timeout=240)
-    with server as url, httpx.Client(base_url=url, timeout=120) as c:
+    server = ServerProcess(TINY_PROFILE, env=env, args=["--backend", "vllm"],
+                           log_path=tmp_path_factory.mktemp("vllm") / "vllm.log", cwd=str(TESTS.parent),
+                           ready_timeout=240)
+    with server as url:
+        yield url
+
+
+def test_vllm_backend_multi_lora_greedy_and_batching(vllm_server):
+    url = vllm_server
+    with httpx.Client(base_url=url, timeout=120) as c:
         models = {m["id"]: m for m in c.get("/models").json()["simulators"] if m["id"].startswith("tiny")}
         assert {m["backend"] for m in models.values()} == {"vllm"}
 
@@ -62,37 +114,37 @@ def test_vllm_backend_multi_lora_greedy_and_batching(simhub_home, tiny_profile, 
         assert metric_total(metrics, "simhub_ready") == 1.0
 
 
-@pytest.fixture
-def unload():
-    yield
-    from simhub.models import unload_models
+def test_vllm_chat_logprobs_stream_and_usage(vllm_server, tiny_profile):
+    from simhub.config import ModelRef
+    from simhub.models import Sampling, load_lm, unload_models
+    from simhub.prompts import student_messages
+    from simhub.serving.chat import chat_to_dialogue
+    from simhub.serving.schemas import ChatMessage
 
-    unload_models()
+    body = {**BODY, "logprobs": True, "top_logprobs": 3}
+    with httpx.Client(base_url=vllm_server, timeout=120) as c:
+        r = c.post("/v1/chat/completions", json=body)
+        assert r.status_code == 200, r.text
+        out = r.json()
+        stream = events(c.post("/v1/chat/completions", json={**body, "stream": True, "stream_options": {"include_usage": True}}))
+    choice = out["choices"][0]
+    content = choice["logprobs"]["content"]
+    assert len(content) == out["usage"]["completion_tokens"] > 0 and out["usage"]["prompt_tokens"] > 0
+    for entry in content:
+        tops = [t["logprob"] for t in entry["top_logprobs"]]
+        assert len(tops) == 3 and tops == sorted(tops, reverse=True)
+        assert entry["logprob"] == pytest.approx(tops[0], abs=1e-4)  # greedy: the most likely token
+    assert stream[-1] == "[DONE]" and stream[-2]["usage"] == out["usage"]
+    assert "".join(ch["delta"].get("content") or "" for e in stream[:-2] for ch in e["choices"]) == choice["message"]["content"]
 
-
-def test_vllm_prompt_logprobs_match_transformers(tiny_kit, unload):
-    from simhub.config import MetricModels, ModelRef, ScoringConfig
-    from simhub.metrics import ScoreItem
-    from simhub.models import LoadOptions, load_lm
-    from simhub.scoring import Scorer
-    from tests.integration.test_scorer import DIALOGUE
-
-    ref = ModelRef(model=str(tiny_kit["llama"]))
-    hf = load_lm(ref, LoadOptions(backend="transformers"))
-    vl = load_lm(ref, LoadOptions(backend="vllm"))
-    pairs = [(hf.chat_ids([{"role": "user", "content": "What is 3/4 of 20?"}]), [*hf.text_ids("It is 15."), hf.eot_id])]
-    pairs.append((pairs[0][0][:5], pairs[0][1]))
-    for a, b in zip(hf.continuation_logprobs(pairs), vl.continuation_logprobs(pairs), strict=True):
-        assert a.shape == b.shape
-        assert a == pytest.approx(b, abs=2e-3)
-
-    # The same Scorer on both backends: tutor_response within 1%, the same acts.
-    config = ScoringConfig(metrics=MetricModels(acts=ref, tutor_response=ref))
-    items = [ScoreItem(DIALOGUE, 1, "ok"), ScoreItem(DIALOGUE, 3, "8/5"), ScoreItem(DIALOGUE, 5, "x")]
-    on_hf = Scorer(config, load=LoadOptions(backend="transformers")).score(items)
-    on_vllm = Scorer(config, load=LoadOptions(backend="vllm")).score(items)
-    for a, b in zip(on_hf.items, on_vllm.items, strict=True):
-        assert (a.scores["tutor_response"] is None) == (b.scores["tutor_response"] is None)
-        if a.scores["tutor_response"] is not None:
-            assert math.isclose(a.scores["tutor_response"], b.scores["tutor_response"], rel_tol=1e-2)
-        assert a.details["acts"]["predicted"] == b.details["acts"]["predicted"]
+    # The transformers backend, on the same prompt, gives the same tokens and log-probabilities.
+    dialogue = chat_to_dialogue([ChatMessage(**m) for m in BODY["messages"]])
+    lm = load_lm(ModelRef(model=str(tiny_profile.simulators["tiny-student"].model)))
+    try:
+        generation = lm.generate([student_messages(dialogue, upto=len(dialogue.turns))],
+                                 Sampling(max_tokens=BODY["max_tokens"], logprobs=3))[0].generations[0]
+    finally:
+        unload_models()
+    assert [e.token for e in generation.logprobs] == [e["token"] for e in content]
+    assert [e.logprob for e in generation.logprobs] == pytest.approx([e["logprob"] for e in content], abs=1e-3)
+    assert json.dumps(out)  # plain JSON: no NaN or infinities
