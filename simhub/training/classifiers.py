@@ -76,13 +76,39 @@ def first_token_classes(labels: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(label.split(",")[0] for label in labels))
 
 
+def judge_sample_weights(items: list[dict], real_weight: float) -> list[float]:
+    """Draw weights of judge examples: ``real_weight`` for a real turn put as its own candidate
+    (``source`` ``real``), 1 for any other candidate."""
+    return [real_weight if item.get("source") == "real" else 1.0 for item in items]
+
+
+def _weighted_trainer(real_weight: float, seed: int):
+    """transformers' Trainer drawing each epoch's examples with replacement, weighted by
+    :func:`judge_sample_weights` (seeded: the same recipe draws the same batches)."""
+    import torch
+    from transformers import Trainer
+
+    class WeightedJudgeTrainer(Trainer):
+        def _get_train_sampler(self, train_dataset=None):
+            dataset = train_dataset if train_dataset is not None else self.train_dataset
+            weights = judge_sample_weights(list(dataset), real_weight)
+            generator = torch.Generator().manual_seed(seed)
+            return torch.utils.data.WeightedRandomSampler(weights, num_samples=len(weights), replacement=True,
+                                                          generator=generator)
+
+    return WeightedJudgeTrainer
+
+
 def train_classifier(recipe: TrainRecipe, output_dir: str | os.PathLike[str], resume: bool = False) -> dict:
     from simhub.training.data import CLASS_LABELS, build_chat_examples
 
     labels = first_token_classes(CLASS_LABELS[recipe.kind])
+    weighted = recipe.kind == "judge" and recipe.judge_real_weight != 1.0
     return run_supervised(
         recipe, output_dir, resume,
         build=lambda tok, ds: build_chat_examples(tok, recipe.kind, ds, recipe.max_prompt_chars, recipe.persona,
-                                                 judge_candidates=recipe.judge_candidates, seed=recipe.seed),
+                                                 judge_candidates=recipe.judge_candidates,
+                                                 judge_tutor_candidates=recipe.judge_tutor_candidates, seed=recipe.seed),
+        trainer_cls=_weighted_trainer(recipe.judge_real_weight, recipe.seed) if weighted else None,
         evaluate=lambda trainer, items, tok: evaluate_classifier(trainer, items, tok, labels),
     )

@@ -132,6 +132,11 @@ class TrainRecipe:
                                              "vLLM cannot serve such adapters")
     judge_candidates: int = _f(JUDGE_CANDIDATES, "judge only: other student turns put to the judge per real turn, "
                                   "besides the real turn itself")
+    judge_tutor_candidates: int = _f(0, "judge only: tutor turns of other questions put to the judge per real turn "
+                                        "as candidates, verdict na")
+    judge_real_weight: float = _f(1.0, "judge only: how much more often a real turn is drawn as its own candidate "
+                                       "than another turn's candidate (not 1: examples are drawn with replacement, "
+                                       "weighted)")
     # evaluation extras
     kt_cutoffs: bool = _f(True, "KT only: write kt_cutoffs.json from the validation split after training")
     dpo: DPOSettings = field(default_factory=DPOSettings, metadata={"help": "offline RL settings (student-dpo)"})
@@ -315,6 +320,12 @@ def check_values(recipe: TrainRecipe, where: str = "recipe") -> None:
     for name in ("per_device_train_batch_size", "per_device_eval_batch_size", "effective_batch_size", "lora_r"):
         if getattr(recipe, name) < 1:
             raise ConfigError(f"{where}: {name} must be at least 1", field=name)
+    for name in ("judge_candidates", "judge_tutor_candidates"):
+        if getattr(recipe, name) < 0:
+            raise ConfigError(f"{where}: {name} must be at least 0", field=name)
+    if not recipe.judge_real_weight > 0:
+        raise ConfigError(f"{where}: judge_real_weight must be positive, got {recipe.judge_real_weight}",
+                          field="judge_real_weight")
     if not 0 <= recipe.warmup_ratio < 1:
         raise ConfigError(f"{where}: warmup_ratio must be in [0, 1)", field="warmup_ratio")
     if recipe.kind == "kt" and recipe.attn_implementation.startswith("flash"):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,7 +116,7 @@ class Examples:
 
 def chat_conversations(kind: str, dialogue: Dialogue, persona: str = "none") -> list[list[dict]]:
     """Chat conversations (messages with the training target as ``assistant``) of one dialogue
-    (the judge draws candidates from a whole split: see :func:`judge_conversations`)."""
+    (the judge draws candidates from a whole split: see :func:`judge_cases`)."""
     if kind == "student-sft":
         messages = student_messages(dialogue, persona=persona, end_marker=True)
         return [messages] if any(m["role"] == "assistant" for m in messages) else []
@@ -148,21 +148,27 @@ def prompt_chars(tokenizer, kind: str, messages: list[dict]) -> int:
 
 def build_chat_examples(tokenizer, kind: str, dialogues: Sequence[Dialogue], max_prompt_chars: int,
                         persona: str = "none", *, judge_candidates: int = JUDGE_CANDIDATES,
-                        seed: int = 0) -> Examples:
+                        judge_tutor_candidates: int = 0, seed: int = 0) -> Examples:
     """Tokenised chat examples; prompts of ``max_prompt_chars`` characters or more (chat-templated)
-    are left out. ``judge_candidates`` and ``seed`` choose the judge's candidates (kind ``judge``)."""
+    are left out. ``judge_candidates``, ``judge_tutor_candidates`` and ``seed`` choose the judge's
+    candidates (kind ``judge``, :func:`judge_cases`); judge examples carry their case's ``source``."""
     out = Examples(items=[])
+    sources: list[str | None]
     if kind == "judge":
-        conversations = judge_conversations(dialogues, judge_candidates, seed)
+        cases = judge_cases(dialogues, judge_candidates, seed, judge_tutor_candidates)
+        conversations, sources = [case.messages() for case in cases], [case.source for case in cases]
     else:
         conversations = [m for dialogue in dialogues for m in chat_conversations(kind, dialogue, persona)]
-    for messages in conversations:
+        sources = [None] * len(conversations)
+    for messages, source in zip(conversations, sources, strict=True):
         if prompt_chars(tokenizer, kind, messages) >= max_prompt_chars:
             out.excluded_long += 1
             continue
         example = chat_example(tokenizer, messages)
         if kind in CLASS_LABELS:
             example["class_index"] = CLASS_LABELS[kind].index(messages[-1]["content"])
+        if source is not None:
+            example["source"] = source
         out.items.append(example)
     return out
 
@@ -220,7 +226,8 @@ class JudgeCase:
     candidate: str
     verdict: str
     #: ``real`` (the real turn itself), ``dialogue`` (another turn of the same dialogue),
-    #: ``question`` (a turn of another dialogue on the same question) or ``corpus`` (any other turn).
+    #: ``question`` (a turn of another dialogue on the same question), ``corpus`` (any other student
+    #: turn) or ``tutor`` (a tutor's turn of another question).
     source: str
 
     @property
@@ -233,19 +240,35 @@ class JudgeCase:
         return [*prompt, {"role": "assistant", "content": self.verdict}]
 
 
-def judge_cases(dialogues: Sequence[Dialogue], candidates: int = JUDGE_CANDIDATES, seed: int = 0) -> list[JudgeCase]:
+def _alternate(first: Iterator[int], second: Iterator[int]) -> Iterator[int]:
+    """``first[0], second[0], first[1], second[1], ...``, then the rest of the longer one."""
+    sentinel = object()
+    for a, b in itertools.zip_longest(first, second, fillvalue=sentinel):
+        if a is not sentinel:
+            yield a
+        if b is not sentinel:
+            yield b
+
+
+def judge_cases(dialogues: Sequence[Dialogue], candidates: int = JUDGE_CANDIDATES, seed: int = 0,
+                tutor_candidates: int = 0) -> list[JudgeCase]:
     """Judge examples built from the corpus's correctness labels, for every real student turn
     labelled correct or incorrect (the metric never asks the judge about a real ``na`` turn: both
     scores are null).
 
     Each real turn is its own first candidate (verdict: its label, ``same error`` when incorrect),
     so the judge learns to agree with the annotation when the candidate is the real answer. Then up
-    to ``candidates`` other student turns with a correctness label: first from the same dialogue
-    and from other dialogues on the same question (answers to the same task, where a turn's label
-    is most likely to carry over), then drawn at random from the rest of the split.
+    to ``candidates`` other student turns with a correctness label, taken in turn from two pools:
+    near (the same dialogue and other dialogues on the same question: answers to the same task,
+    where a turn's label is most likely to carry over) and far (drawn at random from the rest of
+    the split: turns unlike the real one, so the judge does not take any candidate for the real
+    answer). With two candidates a turn gets one of each; when a pool runs dry the other goes on.
     Their verdicts follow :func:`judge_verdict`; a turn with the real turn's answer is not drawn
-    (it would repeat the first example). The draw depends on ``seed``, the dialogue id, the turn
-    index and the split's turns, not on the order of the dialogues.
+    (it would repeat the first example). Then ``tutor_candidates`` tutor turns of other questions,
+    verdict ``na``: a tutor's turn in the student's place takes up no task the tutor set (the
+    paper's definition of na), and it teaches the judge that text unlike the real answer is not
+    graded by the real turn's label. The draw depends on ``seed``, the dialogue id, the turn index
+    and the split's turns, not on the order of the dialogues.
     """
     ordered = sorted(((d.id, i, d) for d in dialogues for i in d.student_turn_indices()
                       if d.turns[i].correctness is not None), key=lambda x: x[:2])
@@ -253,6 +276,8 @@ def judge_cases(dialogues: Sequence[Dialogue], candidates: int = JUDGE_CANDIDATE
     by_question: dict[str, list[int]] = {}
     for n, (dialogue, _) in enumerate(pool):
         by_question.setdefault(dialogue.question.text, []).append(n)
+    tutor_pool = sorted(((d.id, i, d) for d in dialogues for i, t in enumerate(d.turns)
+                         if t.role == "tutor" and t.content.strip()), key=lambda x: x[:2])
     cases = []
     for dialogue in dialogues:
         question = dialogue.question.text
@@ -262,16 +287,21 @@ def judge_cases(dialogues: Sequence[Dialogue], candidates: int = JUDGE_CANDIDATE
                 continue
             cases.append(JudgeCase(dialogue, index, real.content, judge_verdict(
                 real.correctness, real.content, real.correctness, real.content), "real"))
+            rng = random.Random(f"{seed}:{dialogue.id}:{index}")
+            for _ in range(tutor_candidates if tutor_pool else 0):
+                _, at, other = tutor_pool[rng.randrange(len(tutor_pool))]
+                text = other.turns[at].content
+                if other.question.text != question and not same_answer(text, real.content):
+                    cases.append(JudgeCase(dialogue, index, text, "na", "tutor"))
             if candidates <= 0:
                 continue
-            rng = random.Random(f"{seed}:{dialogue.id}:{index}")
             near = [n for n in by_question.get(question, []) if pool[n][1] is not real]
             rng.shuffle(near)
             # Then the rest of the split, drawn lazily (shuffling it for every turn would be quadratic).
             draws = (rng.randrange(len(pool)) for _ in range(20 * candidates))
             far = (n for n in draws if pool[n][0].question.text != question)
             seen = [real.content]
-            for n in itertools.chain(near, far):
+            for n in _alternate(iter(near), far):
                 if len(seen) > candidates:
                     break
                 other, turn = pool[n]
@@ -282,12 +312,6 @@ def judge_cases(dialogues: Sequence[Dialogue], candidates: int = JUDGE_CANDIDATE
                 cases.append(JudgeCase(dialogue, index, turn.content, judge_verdict(
                     real.correctness, real.content, turn.correctness or "na", turn.content), source))
     return cases
-
-
-def judge_conversations(dialogues: Sequence[Dialogue], candidates: int = JUDGE_CANDIDATES,
-                        seed: int = 0) -> list[list[dict]]:
-    """The judge's chat conversations: :func:`judge_cases` as prompt plus verdict."""
-    return [case.messages() for case in judge_cases(dialogues, candidates, seed)]
 
 
 def kt_samples(dialogue: Dialogue) -> list[tuple[list, list[str], float]]:

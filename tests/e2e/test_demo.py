@@ -25,7 +25,7 @@ def demo_profile(simhub_home):
 def test_demo_models_are_trained_adapters(demo_profile, simhub_home):
     from simhub.provision import build_demo_model
 
-    for name in ("acts", "kt", "tutor", "student-sft"):
+    for name in ("acts", "judge", "kt", "tutor", "student-sft"):
         folder = simhub_home / "demo" / name
         assert (folder / "adapter_config.json").is_file()
         assert json.loads((folder / "eval_results.json").read_text())
@@ -88,9 +88,8 @@ def _eval(simulator: str, data, output) -> dict:
 def test_demo_real_turns_scored_against_themselves(demo_profile, sample_corpus, tmp_path):
     """Issue 12's demo scale, through `simhub eval` on the whole sample test split: the real turns as
     the simulator (the ceiling) against the previous real turn (a floor). The trained act classifier
-    recognises at least 90% of the real acts. The demo's judge is the untrained tiny model (a judge
-    trained on the sample corpus learns nothing better); it answers "correct" to nearly every turn,
-    so its ceiling is about the share of correct turns among the graded ones, as the README says."""
+    recognises at least 90% of the real acts, and the judge trained on the corpus's own labels
+    (tiny-judge) grades at least 90% of the real turns as annotated, and the previous turn far less."""
     from simhub.schema import write_jsonl
 
     test = sample_corpus["test"]
@@ -102,5 +101,6 @@ def test_demo_real_turns_scored_against_themselves(demo_profile, sample_corpus, 
     assert ceiling["rouge_l"]["mean"] > 0.98 > 0.1 > floor["rouge_l"]["mean"]  # 1 but for turns cut at 500 characters
     graded = [d.turns[i].correctness for d in test for i in d.student_turn_indices()
               if d.turns[i].correctness in ("correct", "incorrect")]
-    assert ceiling["correctness"]["n"] == len(graded)
-    assert ceiling["correctness"]["mean"] == pytest.approx(graded.count("correct") / len(graded), abs=0.05)
+    assert ceiling["correctness"]["n"] == floor["correctness"]["n"] == len(graded)
+    assert ceiling["correctness"]["mean"] >= 0.9
+    assert floor["correctness"]["mean"] <= ceiling["correctness"]["mean"] - 0.15

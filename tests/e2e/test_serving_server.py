@@ -315,9 +315,9 @@ def _start(profile: str, home: Path, log_path: Path, port: int) -> subprocess.Po
                                  "--log-level", "info"], env=env, stdout=out, stderr=subprocess.STDOUT, cwd=str(ROOT))
 
 
-#: The demo model that takes minutes to train: the demo start below finds it built (the session's),
+#: The demo models that take minutes to train: the demo start below finds them built (the session's),
 #: as after a restart, and trains the others.
-SLOW_DEMO_MODELS = ("acts",)
+SLOW_DEMO_MODELS = ("acts", "judge")
 
 
 @pytest.mark.parametrize("profile", [str(DEMO), pytest.param("demo", marks=pytest.mark.slow)])

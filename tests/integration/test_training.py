@@ -339,6 +339,29 @@ def test_tiny_acts_classifier_reports_accuracy_and_f1(tmp_path, simhub_home, tok
     assert {name: v["support"] for name, v in results["per_class"].items()} == {a: gold[a] for a in ACTS}
 
 
+def test_judge_examples_carry_their_source_and_real_turns_weigh_more(sample_corpus, tiny_kit):
+    """judge_real_weight: the trainer draws a real turn put as its own candidate ``w`` times as often
+    as another candidate; the examples say which is which."""
+    import torch
+
+    from simhub.models.refs import load_tokenizer
+    from simhub.provision import resolve_model
+    from simhub.training.classifiers import judge_sample_weights
+    from simhub.training.data import build_chat_examples, judge_cases
+
+    tokenizer = load_tokenizer(resolve_model("tiny:llama"))
+    train = list(sample_corpus["train"])[:6]
+    items = build_chat_examples(tokenizer, "judge", train, 6000, judge_candidates=1).items
+    cases = judge_cases(train, candidates=1)
+    assert [item["source"] for item in items] == [case.source for case in cases]
+    weights = judge_sample_weights(items, 2.0)
+    assert weights == [2.0 if case.source == "real" else 1.0 for case in cases]
+    real, other = sum(w == 2.0 for w in weights), sum(w == 1.0 for w in weights)
+    draws = list(torch.utils.data.WeightedRandomSampler(weights, 20_000, generator=torch.Generator().manual_seed(0)))
+    share = sum(weights[i] == 2.0 for i in draws) / len(draws)
+    assert share == pytest.approx(2 * real / (2 * real + other), abs=0.02)
+
+
 def test_tiny_judge_trains_on_verdicts_from_corpus_labels(tmp_path, simhub_home):
     """kind: judge trains the local judge on judge_cases; evaluation tells correct / incorrect / na
     apart, and the adapter saves its fully trained modules. Such an adapter gets a private merged
@@ -354,7 +377,10 @@ def test_tiny_judge_trains_on_verdicts_from_corpus_labels(tmp_path, simhub_home)
     results = train(recipe, tmp_path / "judge")
     assert set(results["per_class"]) == {"correct", "incorrect", "na"} and results["count"] > 0
     config = json.loads((tmp_path / "judge" / "adapter_config.json").read_text())
-    assert sorted(config["modules_to_save"]) == ["embed_tokens", "lm_head"]
+    assert sorted(config["modules_to_save"]) == ["down_proj", "embed_tokens", "gate_proj", "k_proj", "lm_head",
+                                                 "q_proj", "up_proj", "v_proj"]
+    saved = json.loads((tmp_path / "judge" / "training_config.json").read_text())["recipe"]
+    assert (saved["judge_candidates"], saved["judge_tutor_candidates"], saved["judge_real_weight"]) == (1, 1, 3.0)
 
     base = resolve_model("tiny:llama")
     options = LoadOptions(device="cpu", share_base=True)

@@ -67,7 +67,12 @@ def test_judge_cases_from_the_sample_corpus(sample_corpus):
     for group in by_turn.values():
         texts = [c.candidate for c in group]
         assert not any(same_answer(a, b) for n, a in enumerate(texts) for b in texts[n + 1:])
-    assert {c.source for c in cases} >= {"real", "question"}
+    assert {c.source for c in cases} >= {"real", "question", "corpus"}
+    # Near and far alternate: a turn with two other candidates has one from the rest of the split
+    # (corpus), but where that draw repeats an answer already taken.
+    pairs = [[c.source for c in group[1:]] for group in by_turn.values() if len(group) == 3]
+    assert pairs and sum("corpus" in sources for sources in pairs) > 0.9 * len(pairs)
+    assert sum(sources[0] != "corpus" for sources in pairs) > 0.9 * len(pairs)  # near first, where there is one
     # The prompt is the metric's: the real turn, its label and the candidate; the verdict is the answer.
     messages = cases[1].messages()
     assert messages[-1] == {"role": "assistant", "content": cases[1].verdict}
@@ -87,3 +92,35 @@ def test_judge_cases_do_not_depend_on_order_or_subset(sample_corpus):
 def test_evaluation_classes_merge_labels_sharing_a_first_word():
     assert first_token_classes(JUDGE_OPTIONS) == ("correct", "incorrect", "na")
     assert first_token_classes(("a", "b")) == ("a", "b")
+
+
+@pytest.mark.parametrize("override", ["judge_real_weight=0", "judge_real_weight=-1", "judge_candidates=-1",
+                                      "judge_tutor_candidates=-2"])
+def test_judge_recipe_values_are_checked(override):
+    from simhub.errors import ConfigError
+    from simhub.training import load_recipe
+
+    with pytest.raises(ConfigError, match=override.split("=")[0]):
+        load_recipe("tiny-judge", [override])
+
+
+def test_alternate_takes_the_pools_in_turn():
+    from simhub.training.data import _alternate
+
+    assert list(_alternate(iter([1, 2, 3]), iter([10]))) == [1, 10, 2, 3]
+    assert list(_alternate(iter([]), iter([10, 11]))) == [10, 11]
+
+
+def test_tutor_turns_of_other_questions_are_na_candidates(sample_corpus):
+    """judge_tutor_candidates: a tutor's turn in the student's place takes up no task, so it is na
+    (the paper's definition); it comes from another question and never gives the real answer."""
+    train = sample_corpus["train"]
+    plain = judge_cases(train, candidates=1, seed=0)
+    cases = judge_cases(train, candidates=1, seed=0, tutor_candidates=1)
+    tutor = [c for c in cases if c.source == "tutor"]
+    assert len(tutor) > 0.9 * sum(c.source == "real" for c in cases)
+    tutor_texts = {t.content for d in train for t in d.turns if t.role == "tutor"}
+    for case in tutor:
+        assert case.verdict == "na" and case.candidate in tutor_texts
+        assert not same_answer(case.candidate, case.real.content)
+    assert [c for c in cases if c.source != "tutor"] != [] and len(cases) - len(tutor) == len(plain)
