@@ -44,8 +44,6 @@ from simhub.schema import CORRECTNESS_LABELS, Dialogue, Turn, atomic_write_bytes
 from simhub.simulation import Simulator, Target
 from simhub.simulation.tutor import MirrorTutor, Tutor, TutorRequest
 
-#: The dialogue-level results; ``simhub report`` reads them beside a turn-level run or alone.
-
 OFF_TASK_TURNS = (
     "By the way, did you watch any football at the weekend?",
     "Let's take a little break. What's your favourite colour?",

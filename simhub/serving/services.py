@@ -176,7 +176,7 @@ class Services:
         self.loading: list[str] = ["scorer", *self.simulation.names]
         #: Start-up progress: the current step (k of n, k = 0 before the first) and what it does;
         #: finished steps in ``built``. Every unbuilt provisioned model is a step, then two loading steps.
-        self.step: dict[str, Any] = {"k": 0, "n": len(pending_builds(self.profile)) + 2, "what": None}
+        self.step: dict[str, Any] = self._first_step()
         self.built: list[str] = []
         self.load_error: str | None = None
         #: True once loading has ended (successfully or not); written only by the loading thread.
@@ -194,6 +194,10 @@ class Services:
     @property
     def status(self) -> str:
         return "ready" if self.ready else "failed" if self.loaded else "loading"
+
+    def _first_step(self) -> dict[str, Any]:
+        """Step 0 of n: one step per unbuilt provisioned model, then the two loading steps."""
+        return {"k": 0, "n": len(pending_builds(self.profile)) + 2, "what": None}
 
     def _begin(self, what: str) -> None:
         """Start the next step (the previous one is done): one log line per step."""
@@ -217,7 +221,7 @@ class Services:
 
                 VERBOSE.set(False)  # this thread only: training elsewhere in the process still reports
         try:
-            self.step = {"k": 0, "n": len(pending_builds(self.profile)) + 2, "what": None}
+            self.step = self._first_step()  # what is unbuilt now (another process may have built some)
             profile = provision_profile(self.profile, on_step=lambda k, n, what: self._begin(what))
             options = load_options(profile, asynchronous=True, backend=self.settings.simulator_backend)
             self._begin(f"loading {len(self.simulation.names)} simulators")

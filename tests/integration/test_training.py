@@ -341,12 +341,12 @@ def test_tiny_acts_classifier_reports_accuracy_and_f1(tmp_path, simhub_home, tok
 
 def test_judge_examples_carry_their_source_and_real_turns_weigh_more(sample_corpus, tiny_kit):
     """judge_real_weight: the trainer draws a real turn put as its own candidate ``w`` times as often
-    as another candidate; the examples say which is which."""
-    import torch
+    as another candidate, the same draws for the same seed; the examples say which is which."""
+    from types import SimpleNamespace
 
     from simhub.models.refs import load_tokenizer
     from simhub.provision import resolve_model
-    from simhub.training.classifiers import judge_sample_weights
+    from simhub.training.classifiers import _weighted_trainer, judge_sample_weights
     from simhub.training.data import build_chat_examples, judge_cases
 
     tokenizer = load_tokenizer(resolve_model("tiny:llama"))
@@ -357,9 +357,16 @@ def test_judge_examples_carry_their_source_and_real_turns_weigh_more(sample_corp
     weights = judge_sample_weights(items, 2.0)
     assert weights == [2.0 if case.source == "real" else 1.0 for case in cases]
     real, other = sum(w == 2.0 for w in weights), sum(w == 1.0 for w in weights)
-    draws = list(torch.utils.data.WeightedRandomSampler(weights, 20_000, generator=torch.Generator().manual_seed(0)))
+
+    def sampler(seed):  # the trainer's own sampler method; it reads nothing of the trainer but its dataset
+        return _weighted_trainer(2.0, seed)._get_train_sampler(SimpleNamespace(train_dataset=items))
+
+    epochs = sampler(0)
+    draws = [i for _ in range(500) for i in epochs]  # one epoch is len(items) draws, new ones each epoch
+    assert len(draws) == 500 * len(items) and draws[:len(items)] != draws[len(items):2 * len(items)]
     share = sum(weights[i] == 2.0 for i in draws) / len(draws)
     assert share == pytest.approx(2 * real / (2 * real + other), abs=0.02)
+    assert list(sampler(3)) == list(sampler(3)) != list(sampler(4))
 
 
 def test_tiny_judge_trains_on_verdicts_from_corpus_labels(tmp_path, simhub_home):
