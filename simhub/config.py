@@ -122,7 +122,12 @@ class KnowledgeConfig(ModelRef, kw_only=True, forbid_unknown_fields=True, frozen
 
 
 class EndpointSettings(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
-    """How to reach an OpenAI-compatible endpoint (the key is read from ``api_key_env``, never stored)."""
+    """How to reach an OpenAI-compatible endpoint (the key is read from ``api_key_env``, never stored).
+
+    ``api_key_env`` names the one environment variable whose value is sent as the key; ``none``
+    sends no key. Left out, the kind's default variables (``OPENAI_API_KEY``...) are sent only to
+    ``api.openai.com``, a loopback server gets no key, and any other host is an error asking for it.
+    """
 
     base_url: str | None = None
     api_key_env: str | None = None
@@ -244,7 +249,7 @@ class BaselinesConfig(_Section, kw_only=True, forbid_unknown_fields=True, frozen
     and ``SIMHUB_BASELINE_API_KEY`` override the endpoint."""
 
     endpoint: EndpointSettings = msgspec.field(
-        default_factory=lambda: EndpointSettings(base_url="https://api.openai.com/v1", api_key_env="OPENAI_API_KEY"))
+        default_factory=lambda: EndpointSettings(base_url="https://api.openai.com/v1"))
     model: str = "gpt-4.1"
     reasoning_model: str = "gpt-5-mini"
     #: Embedder of the free-text profiles for ICL retrieval (the paper: Qwen3-Embedding-8B).
@@ -422,19 +427,25 @@ def apply_environment(profile: Profile, environ: typing.Mapping[str, str]) -> Pr
     """Endpoint overrides from the environment: Azure, a proxy or a local server without editing YAML.
 
     ``SIMHUB_JUDGE_BASE_URL`` replaces the judge's endpoint; ``SIMHUB_BASELINE_BASE_URL`` that of the
-    prompted baselines. Keys are never stored: ``SIMHUB_JUDGE_API_KEY`` and ``SIMHUB_BASELINE_API_KEY``
-    are read when a request is made.
+    prompted baselines. The key goes with the URL: a replaced endpoint gets ``SIMHUB_JUDGE_API_KEY``
+    (``SIMHUB_BASELINE_API_KEY``) when that variable is set, and otherwise follows the default rule
+    of :class:`EndpointSettings` for its new host (no key for a loopback server). Only the variable's
+    name is kept; its value is read when a request is made.
     """
     replace = msgspec.structs.replace
+
+    def moved(endpoint: EndpointSettings, url: str, key_env: str) -> EndpointSettings:
+        return replace(endpoint, base_url=url, api_key_env=key_env if environ.get(key_env) else None)
+
     judge_url = environ.get("SIMHUB_JUDGE_BASE_URL")
     judge = profile.scoring.metrics.judge
     if judge_url and judge is not None and judge.kind == "openai":
-        judge = replace(judge, endpoint=replace(judge.endpoint, base_url=judge_url))
+        judge = replace(judge, endpoint=moved(judge.endpoint, judge_url, "SIMHUB_JUDGE_API_KEY"))
         profile = replace(profile, scoring=replace(profile.scoring, metrics=replace(profile.scoring.metrics, judge=judge)))
     baseline_url = environ.get("SIMHUB_BASELINE_BASE_URL")
     if baseline_url:
         b = profile.baselines
-        profile = replace(profile, baselines=replace(b, endpoint=replace(b.endpoint, base_url=baseline_url)))
+        profile = replace(profile, baselines=replace(b, endpoint=moved(b.endpoint, baseline_url, "SIMHUB_BASELINE_API_KEY")))
     return profile
 
 

@@ -28,7 +28,6 @@ How a run goes, and why:
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import math
@@ -46,6 +45,7 @@ from simhub.annotation.parsing import InvalidAnnotation, parse_answer
 from simhub.config import cache_dir as default_cache_dir
 from simhub.data.annotations import annotation_file_name, holds_label, parse_literal
 from simhub.errors import ConfigError, DataError
+from simhub.models.endpoints import KIND_KEY_ENVS, key_names
 from simhub.models.openai import ChatResult, EndpointConfig, EndpointFailure, OpenAIClient, chat_payload
 from simhub.prompts.annotation import annotation_messages, question_messages
 from simhub.schema import OPTIONS, Dialogue, Question, read_jsonl
@@ -67,7 +67,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: The key variable read first; ``OPENAI_API_KEY`` is the fallback.
-KEY_ENV = "SIMHUB_ANNOTATOR_API_KEY"
+KEY_ENV = KIND_KEY_ENVS["annotator"][0]
 #: The dry run's token estimate: characters per token (about right for English with GPT tokenizers).
 CHARS_PER_TOKEN = 4
 INPUT_SPLITS: tuple[str, ...] = ("train", "val", "test")
@@ -98,16 +98,6 @@ def load_inputs(data: str | os.PathLike[str]) -> dict[str, list[Dialogue]]:
     raise DataError(f"{path}: no such file or folder", file=str(path), field="data")
 
 
-def _is_local(base_url: str) -> bool:
-    host = urlsplit(base_url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def annotator_endpoint(
     model: str,
     base_url: str | None = None,
@@ -122,25 +112,25 @@ def annotator_endpoint(
 ) -> EndpointConfig:
     """The endpoint of the labeller.
 
-    The key: ``api_key_env="auto"`` reads ``SIMHUB_ANNOTATOR_API_KEY``, then ``OPENAI_API_KEY``,
-    and sends no key to a loopback server (a local vLLM) when neither is set; a variable name reads
-    that variable only; ``None`` or ``"none"`` sends no key. The key is read per request, never
-    stored or logged. ``cache_dir`` defaults to ``$SIMHUB_HOME/cache/annotation``.
+    The key follows :mod:`simhub.models.endpoints`: ``api_key_env="auto"`` reads
+    ``SIMHUB_ANNOTATOR_API_KEY``, then ``OPENAI_API_KEY``, for ``api.openai.com`` only; a loopback
+    server (a local vLLM) gets no key, and any other host needs the variable named. A variable
+    name reads that variable only; ``None`` or ``"none"`` sends no key. The key is read per request,
+    never stored or logged. ``cache_dir`` defaults to ``$SIMHUB_HOME/cache/annotation``.
     """
     base_url = base_url or DEFAULT_BASE_URL
-    if api_key_env is None or api_key_env.lower() == "none":
-        key_env, fallbacks = None, ()
-    elif api_key_env == "auto":
-        key_env, fallbacks = KEY_ENV, ("OPENAI_API_KEY",)
-        if _is_local(base_url) and not any(os.environ.get(name) for name in (key_env, *fallbacks)):
-            key_env, fallbacks = None, ()
-    else:
-        key_env, fallbacks = api_key_env, ()
+    named = "none" if api_key_env is None else (None if api_key_env == "auto" else api_key_env)
+    try:
+        names = key_names(base_url, named, kind="annotator")
+    except ConfigError:
+        raise ConfigError(f"--api-key-env: {urlsplit(base_url).hostname or base_url} is not api.openai.com, so no key is sent to it by default; "
+                          "name the variable that holds its key (--api-key-env MY_KEY), or --api-key-env none",
+                          field="api_key_env") from None
     return EndpointConfig(
         base_url=base_url,
         model=model,
-        api_key_env=key_env,
-        api_key_fallbacks=fallbacks,
+        api_key_env=names[0] if names else None,
+        api_key_fallbacks=names[1:],
         concurrency=concurrency,
         cache_dir=Path(cache_dir) if cache_dir is not None else default_cache_dir("annotation"),
         max_retries=max_retries,

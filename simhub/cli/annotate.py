@@ -20,7 +20,8 @@ _USAGE = """simhub annotate --data DIR_OR_FILE --output DIR --model NAME [--labe
 _DESCRIPTION = """Label canonical dialogue JSONL with an LLM behind any OpenAI-compatible endpoint (OpenAI, a local
 vLLM server) and write {split}_{model}.csv in the layout of the released annotations, which
 'simhub data convert-eedi --annotations DIR --annotator NAME' reads back. The key is read from
-SIMHUB_ANNOTATOR_API_KEY, else OPENAI_API_KEY; a local server (localhost) needs none. Answers are
+SIMHUB_ANNOTATOR_API_KEY, else OPENAI_API_KEY, and sent only to api.openai.com; a local server
+(localhost) gets none, and any other host needs --api-key-env VAR. Answers are
 cached under $SIMHUB_HOME/cache/annotation: a killed run resumes where it stopped and an identical
 rerun sends nothing. 'simhub annotate agree A B' compares two annotators on the same dialogues."""
 
@@ -102,8 +103,9 @@ def register(sub) -> None:
     p.add_argument("--base-url", help="OpenAI-compatible endpoint ending in /v1 (default: https://api.openai.com/v1; "
                                       "e.g. http://localhost:8000/v1 for vLLM)")
     p.add_argument("--api-key-env", default="auto",
-                   help="variable holding the key; 'none' sends no key; default 'auto': SIMHUB_ANNOTATOR_API_KEY, "
-                        "then OPENAI_API_KEY, and no key for a localhost server when neither is set")
+                   help="the one variable whose value is sent as the key; 'none' sends no key; default 'auto': "
+                        "SIMHUB_ANNOTATOR_API_KEY, then OPENAI_API_KEY, for api.openai.com only, no key for a "
+                        "localhost server, and any other host must name its variable")
     p.add_argument("--concurrency", type=int, default=8, help="requests in flight at once (default: 8)")
     p.add_argument("--batch-api", action="store_true", help="send through the OpenAI Batch API (half price, up to 24h)")
     p.add_argument("--dry-run", action="store_true",

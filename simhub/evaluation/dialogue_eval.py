@@ -36,7 +36,7 @@ from simhub.evaluation import dialogue_metrics as dm
 from simhub.evaluation.rundir import DIALOGUE_RESULTS_FILE
 from simhub.metrics import MetricContext
 from simhub.metrics.acts import Acts
-from simhub.metrics.judge import final_answer
+from simhub.metrics.judge import JUDGE_FIELD, final_answer
 from simhub.metrics.knowledge import Knowledge
 from simhub.models import LoadOptions, Sampling, load_lm
 from simhub.prompts import correctness_messages, realness_messages
@@ -151,7 +151,7 @@ class Labeller:
             judge = self.judge
 
             def ask(xs):
-                client = client_for(judge.endpoint, judge.model, kind="judge", default_key_env="SIMHUB_JUDGE_API_KEY",
+                client = client_for(judge.endpoint, judge.model, kind="judge", field=JUDGE_FIELD,
                                     default_cache=cache_dir("judge"))
                 payloads = [chat_payload(judge.model, correctness_messages(d.turns[:i], d.turns[i].content, d),
                                          reasoning_effort=judge.reasoning_effort or None,
@@ -234,7 +234,7 @@ def _pi_verdicts(profile: Profile, real: Sequence[Dialogue], sim: Sequence[Dialo
         a, b = (test, other) if first else (other, test)
         messages.append(realness_messages(by_id[rid].question.text, a.turns, b.turns))
         firsts.append(first)
-    client = client_for(judge.endpoint, judge.model, kind="judge", default_key_env="SIMHUB_JUDGE_API_KEY",
+    client = client_for(judge.endpoint, judge.model, kind="judge", field=JUDGE_FIELD,
                         default_cache=cache_dir("judge"))
     # The pair's kind, dialogue and sample index are written into the request, so two judgements of
     # identical texts (two samples that happen to agree) are two requests, never one cached answer.

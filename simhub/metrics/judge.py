@@ -79,6 +79,10 @@ def skip_reasons(real_label: str | None) -> dict[str, str]:
     return {}
 
 
+#: Where the judge's endpoint sits in a profile (named in key errors).
+JUDGE_FIELD = "scoring.metrics.judge.endpoint"
+
+
 class Judge(Metric):
     outputs = (
         Output("correctness", "agreement of the simulated turn's correctness with the real label",
@@ -91,6 +95,10 @@ class Judge(Metric):
 
     def __init__(self, config: JudgeConfig, context):
         super().__init__(config, context)
+        if config.kind == "openai" and config.endpoint.base_url:  # a bad key setting fails before any work
+            from simhub.models.endpoints import key_names
+
+            key_names(config.endpoint.base_url, config.endpoint.api_key_env, kind="judge", field=JUDGE_FIELD)
         self._client = None
 
     # ------------------------------------------------------------------ backends
@@ -102,7 +110,7 @@ class Judge(Metric):
             from simhub.models.endpoints import client_for
 
             self._client = client_for(self.config.endpoint, self.config.model, kind="judge",
-                                      default_key_env="SIMHUB_JUDGE_API_KEY", default_cache=cache_dir("judge"))
+                                      field=JUDGE_FIELD, default_cache=cache_dir("judge"))
         return self._client
 
     def payload(self, messages: list[dict]) -> dict:

@@ -1,18 +1,27 @@
 """From a profile's endpoint settings to the shared OpenAI-compatible client.
 
-The key variable is looked up in order: the kind's override (``SIMHUB_JUDGE_API_KEY``,
-``SIMHUB_BASELINE_API_KEY``), the profile's ``api_key_env``, then ``OPENAI_API_KEY``; the value is
-read when a request is sent and never stored. ``api_key_env: none`` declares an endpoint that takes
-no key (a local vLLM server). One client per endpoint and model per process, so every caller shares
-its concurrency limit and counters.
+Which key an endpoint gets (a security rule: a key must never reach a server it was not meant for):
+
+- ``api_key_env: VAR`` in the profile: the value of ``VAR`` and nothing else, whatever else is set;
+- ``api_key_env: none``: no key (a local server that takes none);
+- no ``api_key_env``: the kind's own variables (``SIMHUB_JUDGE_API_KEY``, ``SIMHUB_BASELINE_API_KEY``
+  or ``SIMHUB_ANNOTATOR_API_KEY``, then ``OPENAI_API_KEY``) apply only to the kind's default host,
+  ``api.openai.com``; a loopback endpoint (``localhost``, ``127.0.0.1``, ``::1``) gets no key; any
+  other host is a configuration error asking for ``api_key_env``, so an OpenAI key is never sent to a
+  third party by default.
+
+The value is read when a request is sent and never stored. One client per endpoint and model per
+process, so every caller shares its concurrency limit and counters.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from simhub.config import EndpointSettings
 from simhub.errors import ConfigError
@@ -26,35 +35,87 @@ from simhub.models.openai import (
     parse_chat_response,
 )
 
-__all__ = ["ChatResult", "EndpointFailure", "chat_payload", "client_for", "endpoint_config", "is_reasoning_model",
-           "parse_chat_response", "send"]
+__all__ = ["DEFAULT_KEY_HOSTS", "KIND_KEY_ENVS", "ChatResult", "EndpointFailure", "EndpointKind", "chat_payload",
+           "client_for", "endpoint_config", "is_loopback", "is_reasoning_model", "key_names", "parse_chat_response",
+           "send"]
+
+EndpointKind = Literal["judge", "baseline", "simulator", "tutor", "annotator"]
+
+#: The variables each kind reads when the profile names none, in order (only for a default host).
+KIND_KEY_ENVS: dict[str, tuple[str, ...]] = {
+    "judge": ("SIMHUB_JUDGE_API_KEY", "OPENAI_API_KEY"),
+    "baseline": ("SIMHUB_BASELINE_API_KEY", "OPENAI_API_KEY"),
+    "annotator": ("SIMHUB_ANNOTATOR_API_KEY", "OPENAI_API_KEY"),
+    "simulator": ("OPENAI_API_KEY",),
+    "tutor": ("OPENAI_API_KEY",),
+}
+
+#: The hosts of the kinds' default endpoints: the only ones their default variables are sent to.
+DEFAULT_KEY_HOSTS = frozenset({"api.openai.com"})
 
 _LOCK = threading.Lock()
 _CLIENTS: dict[EndpointConfig, OpenAIClient] = {}
 
 
-def endpoint_config(settings: EndpointSettings, model: str, *, default_key_env: str, default_cache: Path | None,
-                    field: str = "endpoint") -> EndpointConfig:
+def is_loopback(base_url: str) -> bool:
+    """Whether ``base_url`` points at this machine (``localhost`` or a loopback address)."""
+    host = (urlsplit(base_url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def key_names(base_url: str, api_key_env: str | None, *, kind: str, field: str = "endpoint") -> tuple[str, ...]:
+    """The environment variables whose value may be sent to ``base_url`` as its key, in order.
+
+    Empty means no key is sent. See the module docstring for the rule; ``field`` names the profile
+    section in the error raised for a third-party host with no ``api_key_env``.
+    """
+    if api_key_env is not None:
+        if not isinstance(api_key_env, str) or not api_key_env.strip():
+            raise ConfigError(f"{field}.api_key_env: must name an environment variable, or be `none`",
+                              field=f"{field}.api_key_env")
+        return () if api_key_env.strip().lower() == "none" else (api_key_env.strip(),)
+    host = (urlsplit(base_url).hostname or "").lower()
+    if host in DEFAULT_KEY_HOSTS:
+        try:
+            return KIND_KEY_ENVS[kind]
+        except KeyError:
+            raise ConfigError(f"{field}: unknown endpoint kind {kind!r}", field=field) from None
+    if is_loopback(base_url):
+        return ()
+    raise ConfigError(
+        f"{field}.api_key_env: {host or base_url} is not {' or '.join(sorted(DEFAULT_KEY_HOSTS))}, so no key is sent "
+        f"to it by default; name the environment variable that holds its key (api_key_env: MY_KEY), or "
+        f"api_key_env: none if it takes none", field=f"{field}.api_key_env")
+
+
+def endpoint_config(settings: EndpointSettings, model: str, *, kind: str, default_cache: Path | None,
+                    field: str | None = None) -> EndpointConfig:
+    """The client settings of a profile's endpoint section (``field`` names it in errors; default ``kind``)."""
+    field = field or kind
     if not settings.base_url:
         raise ConfigError(f"{field}.base_url: required for an OpenAI-compatible endpoint", field=f"{field}.base_url")
-    no_key = (settings.api_key_env or "").lower() == "none"
-    names = [default_key_env, *([settings.api_key_env] if settings.api_key_env and not no_key else []), "OPENAI_API_KEY"]
-    names = list(dict.fromkeys(names))
+    names = key_names(settings.base_url, settings.api_key_env, kind=kind, field=field)
     cache = None
     if settings.cache:
         cache = Path(settings.cache_dir) if settings.cache_dir else default_cache
     try:
-        return EndpointConfig(base_url=settings.base_url, model=model, api_key_env=None if no_key else names[0],
-                              api_key_fallbacks=tuple(names[1:]), timeout_s=settings.timeout_s,
+        return EndpointConfig(base_url=settings.base_url, model=model, api_key_env=names[0] if names else None,
+                              api_key_fallbacks=names[1:], timeout_s=settings.timeout_s,
                               max_retries=settings.max_retries, concurrency=settings.concurrency, cache_dir=cache)
     except ConfigError as exc:
         raise ConfigError(f"{field}: {exc.message}", field=f"{field}.{exc.field}" if exc.field else field) from None
 
 
-def client_for(settings: EndpointSettings, model: str, *, kind: str = "endpoint", default_key_env: str = "OPENAI_API_KEY",
-               default_cache: Path | None = None) -> OpenAIClient:
-    """The shared client of an endpoint (``kind`` names it in errors: ``judge``, ``simulator``...)."""
-    config = endpoint_config(settings, model, default_key_env=default_key_env, default_cache=default_cache, field=kind)
+def client_for(settings: EndpointSettings, model: str, *, kind: EndpointKind, default_cache: Path | None = None,
+               field: str | None = None) -> OpenAIClient:
+    """The shared client of an endpoint; ``kind`` chooses the default key variables (see the module
+    docstring) and names the section in errors unless ``field`` does."""
+    config = endpoint_config(settings, model, kind=kind, default_cache=default_cache, field=field)
     with _LOCK:
         if config not in _CLIENTS:
             _CLIENTS[config] = OpenAIClient(config)
@@ -67,11 +128,3 @@ def send(client: OpenAIClient, payloads: Sequence[Mapping[str, Any]], *, batch: 
     if batch:
         return client.complete_batch(payloads, progress=progress, desc=desc)
     return client.complete(payloads, progress=progress, desc=desc)
-
-
-def close_clients() -> None:
-    with _LOCK:
-        clients = list(_CLIENTS.values())
-        _CLIENTS.clear()
-    for c in clients:
-        c.close()

@@ -383,7 +383,8 @@ class EndpointConfig:
     Key
         ``api_key_env`` names the environment variable holding the key, read when a request is
         sent (so a rotated key is picked up) and never stored; ``api_key_fallbacks`` are tried
-        after it. ``api_key_env=None`` means the endpoint takes no key (a local server).
+        after it. ``api_key_env=None`` (the default) sends no key. Which variables suit which host
+        is decided by :func:`simhub.models.endpoints.key_names`, never here.
     Retries
         Up to ``max_retries`` retries after the first attempt, waiting ``backoff_s·2^k`` (at
         most ``max_backoff_s``, times a random factor in [0.5, 1] so parallel workers spread
@@ -397,8 +398,8 @@ class EndpointConfig:
 
     base_url: str
     model: str
-    api_key_env: str | None = "OPENAI_API_KEY"
-    api_key_fallbacks: tuple[str, ...] = ("OPENAI_API_KEY",)
+    api_key_env: str | None = None
+    api_key_fallbacks: tuple[str, ...] = ()
     timeout_s: float = 120.0
     max_retries: int = 5
     backoff_s: float = 1.0
@@ -1026,11 +1027,12 @@ class OpenAIClient:
                 field=self.config.api_key_env,
             )
 
-    def _headers(self) -> dict[str, str]:
+    def _headers(self) -> dict[str, Any]:
         """The Authorization header with the key read now, passed per request so that the SDK
-        client itself never holds the key (and a rotated key is picked up)."""
+        client itself never holds the key (and a rotated key is picked up). A keyless endpoint gets
+        no Authorization header at all, not the SDK's placeholder key."""
         if not self.config.key_names:
-            return {}
+            return {"Authorization": _openai().Omit()}
         key = self._api_key()
         if key is None:
             raise _MissingKey()

@@ -66,8 +66,7 @@ def baseline_config(style: str, baselines: BaselinesConfig) -> SimulatorConfig:
 class EndpointSimulator(Simulator):
     kind = "openai"
 
-    def __init__(self, sid: str, config: SimulatorConfig, *, retriever: IclRetriever | None = None,
-                 key_env: str = "OPENAI_API_KEY"):
+    def __init__(self, sid: str, config: SimulatorConfig, *, retriever: IclRetriever | None = None):
         from simhub.errors import ConfigError
 
         if not config.endpoint.base_url:
@@ -76,8 +75,14 @@ class EndpointSimulator(Simulator):
         if config.baseline is not None and config.baseline not in BASELINE_STYLES:
             raise ConfigError(f"simulators.{sid}.baseline: {config.baseline!r} is not one of {', '.join(BASELINE_STYLES)}",
                               field=f"simulators.{sid}.baseline")
-        self.id, self.config, self.retriever, self.key_env = sid, config, retriever, key_env
+        from simhub.models.endpoints import key_names
+
+        self.id, self.config, self.retriever = sid, config, retriever
         self.kind = "baseline" if sid.startswith(BASELINE_PREFIX) else "openai"
+        # The built-in baselines take their endpoint from the profile's `baselines` section.
+        self._key_kind = "baseline" if self.kind == "baseline" else "simulator"
+        self._field = "baselines.endpoint" if self.kind == "baseline" else f"simulators.{sid}.endpoint"
+        key_names(config.endpoint.base_url, config.endpoint.api_key_env, kind=self._key_kind, field=self._field)
         self.default_sampling = Sampling(temperature=config.temperature if config.temperature is not None else 0.0,
                                          max_tokens=config.max_tokens or Sampling().max_tokens)
         self._client = None
@@ -98,8 +103,8 @@ class EndpointSimulator(Simulator):
         if self._client is None:
             from simhub.models.endpoints import client_for
 
-            self._client = client_for(self.config.endpoint, self.config.model, kind="simulator",
-                                      default_key_env=self.key_env, default_cache=cache_dir("generations"))
+            self._client = client_for(self.config.endpoint, self.config.model, kind=self._key_kind, field=self._field,
+                                      default_cache=cache_dir("generations"))
         return self._client
 
     def messages(self, target: Target) -> list[dict[str, str]]:

@@ -71,8 +71,7 @@ def build_simulator(name: str, profile: Profile, options: LoadOptions | None = N
             config = msgspec.structs.replace(config, backend=force_backend)  # type: ignore[arg-type]
         return ModelSimulator(name, config, options)
     retriever = IclRetriever(icl_pool(profile), profile.baselines.embedder) if config.baseline == "icl" else None
-    key_env = "SIMHUB_BASELINE_API_KEY" if name.startswith(BASELINE_PREFIX) else "OPENAI_API_KEY"
-    return EndpointSimulator(name, config, retriever=retriever, key_env=key_env)
+    return EndpointSimulator(name, config, retriever=retriever)
 
 
 def build_simulators(profile: Profile, names: Sequence[str] | None = None, options: LoadOptions | None = None,

@@ -135,7 +135,12 @@ def endpoint_messages(request: TutorRequest, mirror: bool) -> list[dict[str, str
 
 class EndpointTutor(Tutor):
     def __init__(self, tid: str, config: TutorConfig, *, mirror: bool = False):
+        from simhub.models.endpoints import key_names
+
         self.id, self.config, self.mirror = tid, config, mirror
+        self._field = f"tutors.{tid}.endpoint"
+        if config.endpoint.base_url:  # a bad key setting is refused before any dialogue is rolled out
+            key_names(config.endpoint.base_url, config.endpoint.api_key_env, kind="tutor", field=self._field)
         self._client = None
 
     def describe(self) -> dict[str, Any]:
@@ -146,8 +151,8 @@ class EndpointTutor(Tutor):
         from simhub.models.endpoints import chat_payload, client_for, send
 
         if self._client is None:
-            self._client = client_for(self.config.endpoint, self.config.model, kind="tutor",
-                                      default_key_env="OPENAI_API_KEY", default_cache=cache_dir("tutor"))
+            self._client = client_for(self.config.endpoint, self.config.model, kind="tutor", field=self._field,
+                                      default_cache=cache_dir("tutor"))
         payloads = [chat_payload(self.config.model, endpoint_messages(r, self.mirror), temperature=sampling.temperature,
                                  max_tokens=self.config.max_tokens or sampling.max_tokens, seed=sampling.seed)
                     for r in requests]

@@ -247,7 +247,7 @@ def test_round_trip_labels_equal_what_the_labeller_answered(unlabelled, labeller
         kind = _kind(request.body["messages"][0]["content"])
         assert request.body["temperature"] == 0.0 and request.body["max_completion_tokens"] == 4000
         assert ("response_format" in request.body) == (kind != "freeform")
-        assert request.authorization in (None, "Bearer EMPTY")  # --api-key-env none: no key (the SDK's placeholder)
+        assert request.authorization is None  # --api-key-env none: no Authorization header at all
 
     # An identical rerun sends nothing and writes the same files.
     before = {p.name: p.read_bytes() for p in out.iterdir()}
@@ -468,8 +468,8 @@ def test_endpoint_errors_are_retried_then_reported_per_dialogue(unlabelled, labe
     monkeypatch.setenv("SIMHUB_ANNOTATOR_API_KEY", key)
     out, cache = tmp_path / "out", tmp_path / "cache"
     args = ["annotate", "--data", str(unlabelled), "--output", str(out), "--model", MODEL, "--base-url",
-            labeller.base_url, "--cache-dir", str(cache), "--concurrency", "1", "--max-retries", "1",
-            "--labels", "questions,correctness"]
+            labeller.base_url, "--api-key-env", "SIMHUB_ANNOTATOR_API_KEY", "--cache-dir", str(cache),
+            "--concurrency", "1", "--max-retries", "1", "--labels", "questions,correctness"]
     labeller.fail_next(2, status)  # the first question fails twice: first try and its one retry
     assert main(args) == 0
     captured = capsys.readouterr()
@@ -528,9 +528,16 @@ def test_bad_input_exits_2_with_a_message(unlabelled, labeller, tmp_path, capsys
     err = capsys.readouterr().err
     assert err.startswith("simhub: error: labels: unknown label 'errors'") and "questions, acts, correctness" in err
 
-    # No key for a remote endpoint: refused before anything is sent, naming the variables.
+    # A third-party endpoint with no key variable named: refused before anything is sent.
     assert main([*base, "--base-url", "https://api.example.invalid/v1", "--cache-dir", str(tmp_path / "c")]) == 2
-    assert "SIMHUB_ANNOTATOR_API_KEY" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "api.example.invalid is not api.openai.com" in err and "--api-key-env MY_KEY" in err
+    # A named variable that is unset: refused, naming it (and only it).
+    monkeypatch.delenv("MY_KEY", raising=False)
+    assert main([*base, "--base-url", "https://api.example.invalid/v1", "--api-key-env", "MY_KEY",
+                 "--cache-dir", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert "MY_KEY" in err and "OPENAI_API_KEY" not in err
 
     # Ids that cannot form a key are refused unless keys are derived from them.
     odd = tmp_path / "odd.jsonl"

@@ -142,10 +142,17 @@ def test_endpoint_key_rules(monkeypatch, tmp_path):
     assert remote.base_url == "https://api.openai.com/v1" and remote.key_names == (KEY_ENV, "OPENAI_API_KEY")
     assert annotator_endpoint("m", "http://localhost:8000/v1").key_names == ()  # a local server without a key
     assert annotator_endpoint("m", "http://127.0.0.1:8000/v1").cache_dir.name == "annotation"
+    # The kind's variables never go to a local server, even when set (issue: keys to the wrong server).
     monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
-    assert annotator_endpoint("m", "http://localhost:8000/v1").key_names == (KEY_ENV, "OPENAI_API_KEY")
+    assert annotator_endpoint("m", "http://localhost:8000/v1").key_names == ()
     assert annotator_endpoint("m", api_key_env="none").key_names == ()
     assert annotator_endpoint("m", api_key_env="MY_KEY").key_names == ("MY_KEY",)
+    assert annotator_endpoint("m", "http://localhost:8000/v1", api_key_env="MY_KEY").key_names == ("MY_KEY",)
+    # ...nor to a third-party host: it must name its variable.
+    with pytest.raises(ConfigError, match=r"llm\.example\.com is not api\.openai\.com") as info:
+        annotator_endpoint("m", "https://llm.example.com/v1")
+    assert info.value.field == "api_key_env" and "--api-key-env MY_KEY" in str(info.value)
+    assert annotator_endpoint("m", "https://llm.example.com/v1", api_key_env="EXAMPLE_KEY").key_names == ("EXAMPLE_KEY",)
 
 
 def test_load_inputs(tmp_path):

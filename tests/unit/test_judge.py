@@ -94,7 +94,7 @@ def test_openai_judge_through_the_scorer_caches_and_hides_the_key(fake_openai, t
     monkeypatch.setenv("SIMHUB_JUDGE_API_KEY", "sk-secret-123")
     fake_openai.responder = lambda body: "incorrect, same error"
     items = [ScoreItem(DIALOGUE, 1, "hm"), ScoreItem(DIALOGUE, 3, "8 over 5"), ScoreItem(DIALOGUE, 5, "15/4")]
-    result = _scorer(fake_openai.base_url, tmp_path).score(items, ["correctness", "errors"])
+    result = _scorer(fake_openai.base_url, tmp_path, api_key_env="SIMHUB_JUDGE_API_KEY").score(items, ["correctness", "errors"])
     na, incorrect, correct = result.items
     assert na.scores == {"correctness": None, "errors": None} and na.details["null_reasons"]["correctness"] == "real turn is na"
     assert incorrect.scores == {"correctness": 1.0, "errors": 1.0}
@@ -103,7 +103,7 @@ def test_openai_judge_through_the_scorer_caches_and_hides_the_key(fake_openai, t
     assert len(fake_openai.chat_requests()) == 2  # the na turn is never sent
     assert all(r.authorization == "Bearer sk-secret-123" for r in fake_openai.chat_requests())
     # A rerun is answered from the cache: no request, identical scores; the key is nowhere on disk.
-    again = _scorer(fake_openai.base_url, tmp_path).score(items, ["correctness", "errors"])
+    again = _scorer(fake_openai.base_url, tmp_path, api_key_env="SIMHUB_JUDGE_API_KEY").score(items, ["correctness", "errors"])
     assert [i.scores for i in again.items] == [i.scores for i in result.items]
     assert len(fake_openai.chat_requests()) == 2
     assert all("sk-secret" not in p.read_text() for p in (tmp_path / "cache").rglob("*") if p.is_file())
@@ -112,7 +112,7 @@ def test_openai_judge_through_the_scorer_caches_and_hides_the_key(fake_openai, t
 def test_failed_judge_request_is_null_with_its_cause(fake_openai, tmp_path, monkeypatch):
     monkeypatch.setenv("SIMHUB_JUDGE_API_KEY", "sk-secret-123")
     fake_openai.fail_next(10, 503)
-    scorer = _scorer(fake_openai.base_url, tmp_path, max_retries=1, cache=False)
+    scorer = _scorer(fake_openai.base_url, tmp_path, max_retries=1, cache=False, api_key_env="SIMHUB_JUDGE_API_KEY")
     result = scorer.score([ScoreItem(DIALOGUE, 3, "8/5")], ["correctness", "errors", "rouge_l"])
     item = result.items[0]
     assert item.scores == {"correctness": None, "errors": None, "rouge_l": 1.0}
@@ -128,6 +128,10 @@ def test_judge_endpoint_override_from_the_environment(monkeypatch):
     profile = load_profile("paper-8b")
     assert profile.scoring.metrics.judge.endpoint.base_url == "http://localhost:8001/v1"
     assert profile.scoring.metrics.judge.model == "gpt-5-mini-2025-08-07"
+    # The key goes with the URL: only SIMHUB_JUDGE_API_KEY, and only when it is set.
+    assert profile.scoring.metrics.judge.endpoint.api_key_env is None
+    monkeypatch.setenv("SIMHUB_JUDGE_API_KEY", "sk-judge")
+    assert load_profile("paper-8b").scoring.metrics.judge.endpoint.api_key_env == "SIMHUB_JUDGE_API_KEY"
 
 
 def test_local_judge_options_cover_every_verdict():

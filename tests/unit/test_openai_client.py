@@ -332,7 +332,9 @@ def test_config_validates_and_reads_profile_sections(tmp_path):
         section="judge",
     )
     assert config.cache_dir == tmp_path
-    assert config.key_names == ("SIMHUB_JUDGE_API_KEY", "OPENAI_API_KEY")
+    # The low-level config searches exactly what it is given: no implicit OPENAI_API_KEY fallback.
+    assert config.key_names == ("SIMHUB_JUDGE_API_KEY",)
+    assert EndpointConfig("https://api.openai.com/v1", "m").key_names == ()
     with pytest.raises(UnknownNameError) as info:
         EndpointConfig.from_dict({"base_url": "https://x/v1", "model": "m", "timeout": 5}, section="judge")
     assert info.value.field == "judge.timeout" and "timeout_s" in str(info.value)
@@ -368,7 +370,7 @@ def test_sends_exact_body_with_key_read_at_request_time(server, api_key, monkeyp
 def test_fallback_key_variable_and_keyless_endpoint(server, monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-fallback")
-    make_client(server).complete([{"model": "m", "messages": []}])
+    make_client(server, api_key_fallbacks=("OPENAI_API_KEY",)).complete([{"model": "m", "messages": []}])
     assert server.chat_requests()[-1].authorization == "Bearer sk-fallback"
 
     keyless = make_client(server, api_key_env=None)
