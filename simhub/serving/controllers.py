@@ -44,12 +44,9 @@ def provide_services(state: State) -> Services:
 
 
 async def _guarded(services: Services, coro_fn):
-    """Wait for the models (503 if they are not loaded within the request timeout), then run the
-    work; waiting and work together stay within the per-request timeout (else 504)."""
-    timeout = services.settings.request_timeout_s
-    deadline = asyncio.get_running_loop().time() + timeout
-    await services.wait_ready(timeout)
-    async with asyncio.timeout_at(deadline):
+    """Run the work within the per-request timeout (else 504). The caller has checked with
+    ``services.require`` that what it needs is loaded (else an immediate 503)."""
+    async with asyncio.timeout(services.settings.request_timeout_s):
         return await coro_fn()
 
 
@@ -80,6 +77,7 @@ class SimulationController(Controller):
             s.check_student_next(where, d)
         sampling = Sampling(temperature=data.sampling.temperature, top_p=data.sampling.top_p, max_tokens=max_tokens,
                             n=data.sampling.n, seed=data.sampling.seed)
+        services.require("simulator", [data.model], "model")
         results = await _guarded(services, lambda: services.simulation.simulate(data.model, data.dialogues, sampling))
         out, usage = _simulation_out(results)
         return s.SimulateResponse(model=data.model, results=out, usage=usage)
@@ -99,6 +97,7 @@ class ScoringController(Controller):
                               cfg.max_request_chars, extra_chars=sum(len(it.candidate) for it in data.items))
         metrics = services.scoring.resolve_metrics(data.metrics)
         items = [ScoreItem(it.dialogue, it.turn_index, it.candidate) for it in data.items]
+        services.require("metric", [services.scoring.scorer.owner(m) for m in metrics], "metrics")
         results, summary = await _guarded(services, lambda: services.scoring.score(items, metrics))
         return s.ScoreResponse(
             metrics=list(metrics),
@@ -124,14 +123,24 @@ class InfoController(Controller):
         return s.HealthResponse(status="ok")
 
     @get("/ready", operation_id="ready", summary="Readiness: 200 once every model is loaded, else 503",
-         description="While starting, 503 with Retry-After and what is built, what is building and step k of n.",
+         description="While starting, 503 with Retry-After: each simulator and metric model with its status and "
+                     "what it waits for, the models built so far, and the build in progress (k of n, training "
+                     "steps, ETA). A simulator or metric is served as soon as it is ready.",
          responses={503: ResponseSpec(data_container=s.ReadyResponse, description="still building or loading, or failed")})
     async def ready(self, services: Services) -> Response[s.ReadyResponse]:
-        step = dict(services.step)
+        step, progress, built = dict(services.step), services.build_progress, list(services.built)
+        what = step["what"]
+        components = [s.ComponentStatus(kind=c.kind, id=c.id, status=c.status,
+                                        waits_for=[r for r in c.needs if r not in built] if c.status != "ready" else [],
+                                        error=clean(c.error) if c.error else None)
+                      for c in list(services.components.values())]
         body = s.ReadyResponse(
             ready=services.ready, status=services.status,  # type: ignore[arg-type]
-            step=s.BuildStep(k=step["k"], n=step["n"], what=step["what"]), building=step["what"],
-            built=list(services.built), loading=list(services.loading),
+            step=s.BuildStep(k=step["k"], n=step["n"], what=what,
+                             done=progress[0] if what and progress else None,
+                             total=progress[1] if what and progress and progress[1] else None,
+                             eta_s=services.eta_s() if what else None),
+            building=what, built=built, loading=services.loading, components=components,
             error=clean(services.load_error) if services.load_error else None)
         services.metrics.ready.set(1 if services.ready else 0)
         if services.ready:
@@ -160,6 +169,7 @@ class OpenAIController(Controller):
                    services: Services) -> s.ChatCompletion:
         services.simulation.check_model(data.model)
         dialogue, sampling = chat.check_request(data, services.settings)
+        services.require("simulator", [data.model], "model")
         (result,) = await _guarded(services, lambda: services.simulation.simulate(data.model, [dialogue], sampling))
         chat.check_result(result)
         if data.stream:

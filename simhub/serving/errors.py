@@ -15,7 +15,7 @@ from litestar.exceptions import HTTPException, ValidationException
 
 from simhub.errors import ConfigError, SimhubError
 from simhub.schema import SchemaError
-from simhub.serving.schemas import ErrorBody, ErrorResponse, Overloaded, RequestError
+from simhub.serving.schemas import ErrorBody, ErrorResponse, NotReady, Overloaded, RequestError
 
 log = logging.getLogger("simhub.serving")
 MAX_MESSAGE = 500
@@ -78,6 +78,10 @@ def _http(request: Request, exc: HTTPException) -> Response:
 
 def _simhub(request: Request, exc: SimhubError) -> Response:
     message = str(exc)
+    if isinstance(exc, NotReady):
+        request.app.state.metrics.rejected.labels("not_ready").inc()
+        headers = None if exc.failed else {"Retry-After": str(request.app.state.settings.retry_after_s)}
+        return error_response(503, "load_failed" if exc.failed else "not_ready", message, exc.field, headers=headers)
     if isinstance(exc, Overloaded):
         retry = str(request.app.state.settings.retry_after_s)
         request.app.state.metrics.rejected.labels("overloaded").inc()

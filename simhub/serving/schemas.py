@@ -55,6 +55,15 @@ class Overloaded(SimhubError):
     """The queue is full; the client should retry after ``Retry-After`` seconds."""
 
 
+class NotReady(SimhubError):
+    """What the request needs (``field``: a simulator or metrics) is still being built or loaded
+    (503 with ``Retry-After``), or failed to load (503 without: retrying will not help)."""
+
+    def __init__(self, message: str, field: str | None = None, *, failed: bool = False):
+        super().__init__(message)
+        self.field, self.failed = field, failed
+
+
 ModelId = Annotated[str, Meta(min_length=1, max_length=200, description="A simulator id from GET /models")]
 
 
@@ -179,26 +188,43 @@ class HealthResponse(msgspec.Struct, kw_only=True):
 
 
 class BuildStep(msgspec.Struct, kw_only=True):
-    """Step ``k`` of ``n`` of starting up: building a provisioned model, or loading models."""
+    """Build ``k`` of ``n`` of starting up (``n`` counts the models to build; 0 when all exist)."""
 
     k: int
     n: int
+    #: The model being built (a provisioned name such as ``demo:acts``), None between builds.
     what: str | None = None
+    #: Training steps of that build done so far, of ``total``, and the seconds it should still take.
+    done: int | None = None
+    total: int | None = None
+    eta_s: float | None = None
+
+
+class ComponentStatus(msgspec.Struct, kw_only=True):
+    """One simulator or metric model: ready to serve, or what it waits for."""
+
+    kind: Literal["simulator", "metric"]
+    id: str
+    status: Literal["waiting", "building", "loading", "ready", "failed"]
+    #: The models it still waits for (provisioned names).
+    waits_for: list[str] = msgspec.field(default_factory=list)
+    error: str | None = None
 
 
 class ReadyResponse(msgspec.Struct, kw_only=True):
-    """What starting up has done and is doing. ``step`` counts every build (demo models on a first
-    start) and the two loading steps (simulators, then metric models)."""
+    """What starting up has done and is doing. Each simulator and metric model is served as soon as
+    it is ready (``components``); the status is 200 once all are."""
 
     ready: bool
     status: Literal["loading", "ready", "failed"]
     step: BuildStep
-    #: What the current step is doing (None once ready or failed).
+    #: The model being built (None once ready or failed).
     building: str | None = None
-    #: Steps finished so far, in order.
+    #: Models built since the start, in order (provisioned names such as ``demo:acts``).
     built: list[str] = msgspec.field(default_factory=list)
-    #: Models not loaded yet: ``scorer`` and simulator ids.
+    #: Ids of the simulators and metric models not ready yet.
     loading: list[str] = msgspec.field(default_factory=list)
+    components: list[ComponentStatus] = msgspec.field(default_factory=list)
     error: str | None = None
 
 

@@ -10,17 +10,18 @@ import logging
 import threading
 import time
 from collections.abc import Hashable, Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from simhub.config import Profile
 from simhub.errors import ConfigError, SimhubError
 from simhub.metrics import ScoreItem, summarize
 from simhub.models import Sampling
-from simhub.provision import pending_builds
+from simhub.provision import is_built, pending_builds, restrict
 from simhub.scoring import ItemResult, Scorer
 from simhub.serving.batching import Job, MicroBatcher
 from simhub.serving.metrics import ServiceMetrics
-from simhub.serving.schemas import Overloaded, RequestError, UnknownModel
+from simhub.serving.schemas import NotReady, Overloaded, RequestError, UnknownModel
 from simhub.serving.settings import ServiceSettings
 from simhub.simulation import SimulationResult, Simulator, Target
 
@@ -157,123 +158,251 @@ def _quiet_libraries() -> None:
         hf_logging.disable_progress_bar()
 
 
+@dataclass
+class Component:
+    """One thing requests wait for: a simulator, or a metric model (by registry name)."""
+
+    kind: Literal["simulator", "metric"]
+    id: str
+    #: The provisioned models it needs that were not built when the service started, in build order.
+    needs: list[str] = field(default_factory=list)
+    status: Literal["waiting", "building", "loading", "ready", "failed"] = "waiting"
+    error: str | None = None
+
+
 class Services:
     """Everything the app holds, built from the profile and loaded in a background thread.
 
-    Loading first builds what the profile provisions (demo models on a first start), step by step,
-    then loads every simulator and metric model: steps ``1..n`` are the builds, then "loading
-    simulators", then "loading metric models". Requests that arrive meanwhile wait (on an asyncio
-    event, no thread parked) up to their timeout, then get 503.
+    Each simulator and each metric model is served as soon as its own models are built and loaded
+    (a first start of the demo builds them): what needs nothing (``rouge_l``, ``cosine``, the
+    reference simulators, endpoint baselines) first, then the simulators, then the metric models,
+    cheapest build first, then whatever else the profile provisions (tutors). A request that needs
+    something not ready yet is answered 503 at once, with ``Retry-After`` and what it waits for.
     """
 
     def __init__(self, profile: Profile, settings: ServiceSettings, metrics: ServiceMetrics):
         self.profile, self.settings, self.metrics = profile, settings, metrics
-        # Built from the profile as written (nothing loads), so requests can be validated while loading;
-        # the provisioned scorer replaces it once its models are built.
+        # Built from the profile as written (nothing loads), so requests can be validated while loading
+        # and /models names Hub ids, never server paths. The serving scorer gets its metric models one
+        # by one as they are loaded.
+        self.display_scorer = Scorer.from_profile(profile)
         self.scoring = ScoringService(Scorer.from_profile(profile), settings, metrics)
-        self.display_scorer = self.scoring.scorer
         self.simulation = SimulationService(profile, settings, metrics)
-        self.loading: list[str] = ["scorer", *self.simulation.names]
-        #: Start-up progress: the current step (k of n, k = 0 before the first) and what it does;
-        #: finished steps in ``built``. Every unbuilt provisioned model is a step, then two loading steps.
+        self.components: dict[tuple[str, str], Component] = {}
+        for c in self._plan():
+            self.components[(c.kind, c.id)] = c
+            if c.kind == "metric" and type(self.scoring.scorer.instances[c.id]).config_key is None:
+                c.status = "ready"  # a metric without a model (rouge_l) is served from the first request
+        #: Build progress: step k of n over the models to build, ``what`` the one being built (a
+        #: provisioned name such as ``demo:acts``), ``done``/``total`` its training steps.
         self.step: dict[str, Any] = self._first_step()
+        #: Models built since the start, in order (provisioned names).
         self.built: list[str] = []
         self.load_error: str | None = None
         #: True once loading has ended (successfully or not); written only by the loading thread.
         self.loaded = False
-        self._loaded_event: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        #: (done, total, started) training steps of the current build, None between builds.
+        self.build_progress: tuple[int, int, float] | None = None
         self._thread: threading.Thread | None = None
         #: Set by :meth:`close`: loading stops at the next step instead of starting engines nobody will stop.
         self._closing = threading.Event()
 
+    # ------------------------------------------------------------------ plan
+
+    def _plan(self) -> list[Component]:
+        """Every component with the unbuilt models it needs, in loading order (file checks only: cheap)."""
+        profile = self.profile
+        none: list[str] = []
+        sims = [Component("simulator", sid, pending_builds(restrict(profile, metrics=none, simulators=[sid], tutors=none))
+                          if sid in profile.simulators else []) for sid in self.simulation.names]
+        mets = []
+        for name, metric in self.display_scorer.instances.items():
+            key = type(metric).config_key
+            needs = pending_builds(restrict(profile, metrics=[key], simulators=none, tutors=none)) if key else []
+            mets.append(Component("metric", name, needs))
+        free = [c for c in sims + mets if not c.needs]
+        # Students before judges; among metrics, the cheapest build first (a recipe's steps stand in for its cost).
+        sims = [c for c in sims if c.needs]
+        mets = sorted((c for c in mets if c.needs), key=lambda c: sum(_build_cost(r) for r in c.needs))
+        return free + sims + mets
+
+    def _builds(self) -> list[str]:
+        """Every model to build, in the order the plan meets them, then the rest the profile provisions."""
+        order = [r for c in self.components.values() for r in c.needs]
+        return list(dict.fromkeys([*order, *pending_builds(self.profile)]))
+
+    def _first_step(self) -> dict[str, Any]:
+        return {"k": 0, "n": len(self._builds()), "what": None}
+
+    # ------------------------------------------------------------------ state
+
     @property
     def ready(self) -> bool:
-        return self.loaded and self.load_error is None
+        return self.loaded and self.load_error is None and all(c.status == "ready" for c in self.components.values())
 
     @property
     def status(self) -> str:
         return "ready" if self.ready else "failed" if self.loaded else "loading"
 
-    def _first_step(self) -> dict[str, Any]:
-        """Step 0 of n: one step per unbuilt provisioned model, then the two loading steps."""
-        return {"k": 0, "n": len(pending_builds(self.profile)) + 2, "what": None}
+    @property
+    def loading(self) -> list[str]:
+        """Ids of the simulators and metric models not ready yet."""
+        return [c.id for c in self.components.values() if c.status != "ready"]
+
+    def eta_s(self) -> float | None:
+        """Seconds the current build should still take, from its training steps so far (None: unknown)."""
+        if self.build_progress is None:
+            return None
+        done, total, started = self.build_progress
+        if done <= 0 or total <= 0:
+            return None
+        return round((time.perf_counter() - started) / done * max(total - done, 0), 1)
+
+    def progress_text(self) -> str:
+        step = self.step
+        if not step.get("what"):
+            return "loading"
+        text = f"building {step['what']}, step {step['k']} of {step['n']}"
+        if self.build_progress is not None and self.build_progress[1]:
+            text += f", {self.build_progress[0]}/{self.build_progress[1]} training steps"
+            eta = self.eta_s()
+            text += f", about {eta:.0f} s left" if eta is not None else ""
+        return text
+
+    def require(self, kind: str, ids: Sequence[str], field: str) -> None:
+        """Raise NotReady (503 at once) unless every named component is ready; starts loading if needed."""
+        if self._thread is None and not self.loaded:
+            self.start_loading()
+        waiting = [self.components[(kind, i)] for i in dict.fromkeys(ids)
+                   if (kind, i) in self.components and self.components[(kind, i)].status != "ready"]
+        if not waiting:
+            return
+        failed = [c for c in waiting if c.status == "failed" or (self.loaded and c.status != "ready")]
+        if failed:
+            raise NotReady(f"{field}: {', '.join(c.id for c in failed)} failed to load; see /ready", field, failed=True)
+        needs = [r for c in waiting for r in c.needs if r not in self.built]
+        what = f"{kind} {', '.join(c.id for c in waiting)} is not ready yet"
+        why = f"; waits for {', '.join(needs)}" if needs else ""
+        raise NotReady(f"{field}: {what}{why} ({self.progress_text()})", field)
+
+    # ------------------------------------------------------------------ loading
 
     def _begin(self, what: str) -> None:
-        """Start the next step (the previous one is done): one log line per step."""
-        if self.step.get("what"):
-            self.built.append(self.step["what"])
+        """Start building ``what``: one log line per build."""
         k = self.step["k"] + 1
         self.step = {"k": k, "n": max(self.step["n"], k), "what": what}
-        log.info("step %d/%d: %s", k, self.step["n"], what, extra={"step": k, "steps": self.step["n"], "what": what})
+        self.build_progress = (0, 0, time.perf_counter())
+        log.info("step %d/%d: building %s", k, self.step["n"], what,
+                 extra={"step": k, "steps": self.step["n"], "what": what})
+
+    def _end_build(self) -> None:
+        if self.step.get("what"):
+            self.built.append(self.step["what"])
+            self.step = {**self.step, "what": None}
+        self.build_progress = None
+
+    def _on_training_step(self, done: int, total: int) -> None:
+        started = self.build_progress[2] if self.build_progress is not None else time.perf_counter()
+        self.build_progress = (done, total, started)
+
+    def _provision(self, profile: Profile) -> Profile:
+        """``profile`` with its provisioned models built (each build a step) and resolved to folders."""
+        from simhub.provision import provision_profile
+
+        if self._closing.is_set():
+            raise RuntimeError("the service is shutting down")
+        todo = pending_builds(profile)
+
+        def on_step(k: int, n: int, what: str) -> None:
+            self._end_build()
+            if self._closing.is_set():
+                raise RuntimeError("the service is shutting down")
+            self._begin(todo[k - 1])
+
+        try:
+            return provision_profile(profile, on_step=on_step)
+        finally:
+            what = self.step.get("what")
+            if what in todo and is_built(what):
+                self._end_build()
+            elif what in todo:  # that build failed: it is not built, and a later start builds it again
+                self.step, self.build_progress = {**self.step, "what": None}, None
+
+    def _load_component(self, c: Component, options) -> None:
+        from simhub.simulation import build_simulator
+
+        none: list[str] = []
+        c.status = "building" if any(r not in self.built for r in c.needs) else "loading"
+        if c.kind == "simulator":
+            profile = self._provision(restrict(self.profile, metrics=none, simulators=[c.id], tutors=none))
+            c.status = "loading"
+            simulator = build_simulator(c.id, profile, options, force_backend=self.settings.simulator_backend)
+            log.debug("loading simulator", extra={"simulator": c.id, "kind": simulator.kind})
+            simulator.load()
+            self.simulation.simulators[c.id] = simulator
+        else:
+            scorer = self.scoring.scorer
+            cls = type(scorer.instances[c.id])
+            key = cls.config_key
+            scoring = self._provision(restrict(self.profile, metrics=[key], simulators=none, tutors=none)).scoring
+            c.status = "loading"
+            metric = cls.from_scoring(scoring, scorer.context)
+            metric.load()
+            scorer.instances[c.id] = metric  # the key exists already: a swap, safe beside a running batch
+        c.status = "ready"
+        log.info("%s %s ready", c.kind, c.id, extra={"component": c.kind, "id": c.id})
 
     def load(self) -> None:
-        """Build (demo models on first start) and load every model; sets ``ready``."""
-        from simhub.provision import provision_profile
-        from simhub.simulation import build_simulator, load_options
+        """Build (demo models on a first start) and load every component in plan order; a component
+        that fails is marked failed with its cause and the others go on."""
+        from simhub.simulation import load_options
 
         started = time.perf_counter()
         quiet = log.getEffectiveLevel() > logging.DEBUG
+        from simhub.training.common import PROGRESS, VERBOSE
+
         if quiet:
             _quiet_libraries()
-            with contextlib.suppress(ImportError):
-                from simhub.training.common import VERBOSE
-
-                VERBOSE.set(False)  # this thread only: training elsewhere in the process still reports
+            VERBOSE.set(False)  # this thread only: training elsewhere in the process still reports
+        PROGRESS.set(self._on_training_step)
         try:
             self.step = self._first_step()  # what is unbuilt now (another process may have built some)
-            profile = provision_profile(self.profile, on_step=lambda k, n, what: self._begin(what))
-            options = load_options(profile, asynchronous=True, backend=self.settings.simulator_backend)
-            self._begin(f"loading {len(self.simulation.names)} simulators")
-            for sid in self.simulation.names:
+            options = load_options(self.profile, asynchronous=True, backend=self.settings.simulator_backend)
+            for c in self.components.values():
+                if c.status == "ready":
+                    continue
                 if self._closing.is_set():
                     raise RuntimeError("the service is shutting down")
-                simulator = build_simulator(sid, profile, options, force_backend=self.settings.simulator_backend)
-                log.debug("loading simulator", extra={"simulator": sid, "kind": simulator.kind})
-                simulator.load()
-                self.simulation.simulators[sid] = simulator
-                self.loading.remove(sid)
-            if self._closing.is_set():
-                raise RuntimeError("the service is shutting down")
-            scorer = Scorer.from_profile(profile)
-            self._begin(f"loading metric models ({', '.join(scorer.metrics) or 'none'})")
-            scorer.load()
-            self.scoring.scorer = scorer
-            self.loading.remove("scorer")
-            self.built.append(self.step["what"])
-            self.step = {**self.step, "what": None}
-            log.info("ready in %.1f s", time.perf_counter() - started)
+                try:
+                    self._load_component(c, options)
+                except Exception as exc:
+                    if self._closing.is_set():
+                        raise
+                    c.status, c.error = "failed", _cause(exc)
+                    log.exception("loading %s %s failed", c.kind, c.id)
+            self._provision(self.profile)  # what no endpoint needs (tutors) is built last
+            failed = [c.id for c in self.components.values() if c.status == "failed"]
+            if failed:
+                self.load_error = f"failed to load: {', '.join(failed)}"
+            else:
+                log.info("ready in %.1f s", time.perf_counter() - started)
         except Exception as exc:
             if self._closing.is_set():
                 self.load_error = "the service shut down while loading"
                 log.info("loading stopped: the service is shutting down")
                 return
-            # A SimhubError's message is meant for the user (a missing extra, a bad profile); others only name their type.
-            self.load_error = f"{type(exc).__name__}: {exc}" if isinstance(exc, SimhubError) else type(exc).__name__
+            self.load_error = _cause(exc)
             log.exception("loading models failed")
         finally:
+            self.step = {**self.step, "what": None}
             self.loaded = True
             self.metrics.ready.set(1 if self.ready else 0)
-            if self._loop is not None and self._loaded_event is not None:
-                with contextlib.suppress(RuntimeError):  # the loop has closed: nobody is waiting
-                    self._loop.call_soon_threadsafe(self._loaded_event.set)
 
     def start_loading(self) -> None:
-        """Start :meth:`load` in a thread; called on the event loop (the app's lifespan, or the first request)."""
-        self._loop = asyncio.get_running_loop()
-        self._loaded_event = asyncio.Event()
-        self._thread = threading.Thread(target=self.load, name="simhub-load", daemon=True)
-        self._thread.start()
-
-    async def wait_ready(self, timeout: float) -> None:
-        if not self.loaded:
-            if self._thread is None:
-                self.start_loading()
-            assert self._loaded_event is not None
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._loaded_event.wait(), timeout)
-        if not self.ready:
-            raise Overloaded("models are still loading" if not self.loaded else "models failed to load; see /ready")
+        """Start :meth:`load` in a thread (the app's lifespan, or the first request that needs a model)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self.load, name="simhub-load", daemon=True)
+            self._thread.start()
 
     async def close(self) -> None:
         from simhub.models import unload_models
@@ -289,3 +418,20 @@ class Services:
             simulator.close()
         # Engines run in processes of their own (vLLM): shut them down with the service, not at exit.
         await asyncio.to_thread(unload_models)
+
+
+def _cause(exc: Exception) -> str:
+    """A SimhubError's message is meant for the user (a missing extra, a bad profile); others only name their type."""
+    return f"{type(exc).__name__}: {exc}" if isinstance(exc, SimhubError) else type(exc).__name__
+
+
+def _build_cost(ref: str) -> int:
+    """A rough cost of building ``ref``, to build cheap models first: a demo recipe's training steps."""
+    if not ref.startswith("demo:"):
+        return 0
+    try:
+        from simhub.training import load_recipe
+
+        return int(load_recipe(f"tiny-{ref.removeprefix('demo:')}").max_steps or 0)
+    except Exception:  # an unknown demo model fails when it is built, with its own message
+        return 0

@@ -29,6 +29,21 @@ logger = logging.getLogger("simhub.training")
 #: its log keeps one line per build step; what is trained is the same either way.
 VERBOSE: contextvars.ContextVar[bool] = contextvars.ContextVar("simhub_training_verbose", default=True)
 
+#: ``progress(step, max_steps)`` after every optimiser step of a training run in this context (the
+#: service reports a build's progress and ETA with it); None: nobody listens.
+PROGRESS: contextvars.ContextVar[Callable[[int, int], None] | None] = contextvars.ContextVar(
+    "simhub_training_progress", default=None)
+
+
+def _progress_callback(report: Callable[[int, int], None]):
+    from transformers import TrainerCallback
+
+    class ReportProgress(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            report(state.global_step, state.max_steps)
+
+    return ReportProgress()
+
 
 def _log(message: str) -> None:
     if not VERBOSE.get():
@@ -252,6 +267,8 @@ def run_supervised(recipe: TrainRecipe, output_dir: str | os.PathLike[str], resu
 
         trainer.remove_callback(ProgressCallback)
         trainer.remove_callback(PrinterCallback)
+    if (report := PROGRESS.get()) is not None:
+        trainer.add_callback(_progress_callback(report))
     result = trainer.train(resume_from_checkpoint=checkpoint)
     results = (evaluate or evaluate_loss)(trainer, eval_ex.items, tokenizer) if has_eval else {}
     results.update({"kind": recipe.kind, "split": recipe.eval_split, "train_loss": result.training_loss,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -13,7 +14,7 @@ pytest.importorskip("litestar")
 
 from litestar.testing import TestClient
 
-from simhub.config import Profile, load_profile
+from simhub.config import EmbedderConfig, MetricModels, Profile, ScoringConfig, load_profile
 from simhub.serving.app import create_app
 from simhub.serving.settings import ServiceSettings
 from tests.doubles.server_process import metric_total
@@ -314,29 +315,80 @@ def test_ready_gauge_is_set_when_loading_ends():
         assert metric_total(c.get("/metrics").text, "simhub_ready") == 1.0  # without anyone polling /ready
 
 
-def test_requests_while_loading_wait_then_answer_503(monkeypatch):
-    from simhub.scoring import Scorer
+def test_a_request_for_a_model_still_loading_gets_503_at_once(monkeypatch):
+    from simhub.metrics.cosine import Cosine
 
-    monkeypatch.setattr(Scorer, "load", lambda *a, **k: time.sleep(1.0))
-    with mini_client(preload=False, request_timeout_s=0.3) as c:
+    release = threading.Event()
+    monkeypatch.setattr(Cosine, "load", lambda self: release.wait(30))
+    profile = Profile(name="mini-cosine", scoring=ScoringConfig(metrics=MetricModels(cosine=EmbedderConfig())))
+    with TestClient(create_app(ServiceSettings.load(profile, preload=False, request_timeout_s=30), profile)) as c:
         services = c.app.state.services
         assert services._thread is None
-        r = c.post("/score", json={"items": rouge_items()})  # starts loading, waits 0.3 s for it
-        assert_error(r, 503, words="still loading")
-        assert r.headers["retry-after"] == "1"
+        started = time.perf_counter()
+        r = c.post("/score", json={"items": rouge_items(), "metrics": ["cosine"]})  # starts loading; does not wait
+        assert time.perf_counter() - started < 5
+        err = assert_error(r, 503, field="metrics", words="cosine is not ready")
+        assert err["type"] == "not_ready" and r.headers["retry-after"] == "1"
+        assert c.post("/score", json={"items": rouge_items(), "metrics": ["rouge_l"]}).status_code == 200  # needs no model
+        deadline = time.time() + 30  # the endpoint baselines load first (no build), then cosine starts loading
+        while services.components[("metric", "cosine")].status != "loading" and time.time() < deadline:
+            time.sleep(0.05)
         ready = c.get("/ready")
         body = ready.json()
         assert ready.status_code == 503 and ready.headers["retry-after"] == "1"
-        assert body["ready"] is False and body["status"] == "loading" and body["loading"] == ["scorer"]
-        # Nothing to build: step 1 loads the simulators, step 2 (now) the metric models.
-        assert body["step"] == {"k": 2, "n": 2, "what": body["building"]} and body["building"].startswith("loading metric models")
-        assert len(body["built"]) == 1 and body["built"][0].endswith(" simulators")
+        assert body["ready"] is False and body["status"] == "loading" and body["loading"] == ["cosine"]
+        assert body["step"] == {"k": 0, "n": 0, "what": None, "done": None, "total": None, "eta_s": None}
+        status = {x["id"]: x["status"] for x in body["components"] if x["kind"] == "metric"}
+        assert status == {"rouge_l": "ready", "cosine": "loading"}
+        # The endpoint baselines need no build: they were loaded first, before the metric models.
+        assert all(x["status"] == "ready" for x in body["components"] if x["kind"] == "simulator")
         assert metric_total(c.get("/metrics").text, "simhub_ready") == 0.0
+        release.set()
         deadline = time.time() + 30
         while not services.loaded and time.time() < deadline:
             time.sleep(0.05)
-        assert c.post("/score", json={"items": rouge_items()}).status_code == 200
+        assert c.post("/score", json={"items": rouge_items(), "metrics": ["cosine"]}).status_code == 200
         assert metric_total(c.get("/metrics").text, "simhub_ready") == 1.0
+
+
+def test_a_fresh_start_serves_the_student_and_rouge_before_the_judge_is_built(tiny_kit, monkeypatch, tmp_path):
+    """Per-capability readiness: what is built is served while a slow build (the judge) goes on."""
+    import simhub.provision as provision
+
+    real_build, release, building = provision.build_random_lora, threading.Event(), threading.Event()
+
+    def slow_build(base, output, *args, **kwargs):
+        building.set()
+        assert release.wait(60)
+        return real_build(base, output, *args, **kwargs)
+
+    monkeypatch.setattr(provision, "build_random_lora", slow_build)
+    path = tmp_path / "fresh.yaml"
+    path.write_text("name: fresh\nscoring:\n  device: cpu\n  metrics:\n"
+                    "    judge: {kind: local, model: 'tiny:llama', adapter: 'random-lora:fresh-judge'}\n"
+                    "simulators:\n  tiny-student: {model: 'tiny:llama'}\nserving: {backend: transformers}\n")
+    profile = load_profile(path)
+    with TestClient(create_app(ServiceSettings.load(profile, max_tokens=8), profile)) as c:
+        assert building.wait(60)  # the student is loaded first, then the judge's build starts and hangs
+        body = c.get("/ready").json()
+        components = {x["id"]: x for x in body["components"]}
+        assert components["tiny-student"]["status"] == "ready" and components["rouge_l"]["status"] == "ready"
+        assert components["judge"]["status"] == "building"
+        assert components["judge"]["waits_for"] == ["random-lora:fresh-judge"]
+        assert body["building"] == "random-lora:fresh-judge" and body["step"]["k"] == 1 and body["step"]["n"] == 1
+        assert c.post("/score", json={"items": rouge_items(), "metrics": ["rouge_l"]}).status_code == 200
+        r = c.post("/simulate", json={"model": "tiny-student", "dialogues": [HISTORY], "sampling": {"max_tokens": 4}})
+        assert r.status_code == 200, r.text
+        started = time.perf_counter()
+        r = c.post("/score", json={"items": rouge_items(), "metrics": ["correctness"]})
+        assert time.perf_counter() - started < 5
+        err = assert_error(r, 503, field="metrics", words="judge is not ready yet; waits for random-lora:fresh-judge")
+        assert "building random-lora:fresh-judge, step 1 of 1" in err["message"] and r.headers["retry-after"] == "1"
+        release.set()
+        done = wait_ready(c)
+        assert done["built"] == ["random-lora:fresh-judge"] and done["loading"] == [] and done["building"] is None
+        r = c.post("/score", json={"items": rouge_items()[:1], "metrics": ["correctness"]})
+        assert r.status_code == 200, r.text
 
 
 def test_settings_from_env_and_profile(monkeypatch, tmp_path):

@@ -271,22 +271,36 @@ def test_default_tiny_location_is_under_simhub_home(monkeypatch, tmp_path):
 def test_failed_loading_is_reported_without_retry_after(monkeypatch):
     import time
 
+    from litestar.testing import TestClient
+
+    from simhub.config import EmbedderConfig, MetricModels, Profile, ScoringConfig
     from simhub.errors import ConfigError
-    from simhub.scoring import Scorer
+    from simhub.metrics.cosine import Cosine
+    from simhub.serving.app import create_app
+    from simhub.serving.settings import ServiceSettings
 
-    def broken(*args, **kwargs):
-        raise ConfigError("scoring.metrics.acts: model '/srv/models/acts' could not be loaded", field="scoring.metrics.acts")
+    def broken(self):
+        raise ConfigError("scoring.metrics.cosine: model '/srv/models/minilm' could not be loaded",
+                          field="scoring.metrics.cosine")
 
-    monkeypatch.setattr(Scorer, "load", broken)
-    with mini_client() as c:
+    monkeypatch.setattr(Cosine, "load", broken)
+    profile = Profile(name="broken-cosine", scoring=ScoringConfig(metrics=MetricModels(cosine=EmbedderConfig())))
+    with TestClient(create_app(ServiceSettings.load(profile), profile)) as c:
         deadline = time.time() + 30
         while not c.app.state.services.loaded and time.time() < deadline:
             time.sleep(0.05)
         r = c.get("/ready")
         body = r.json()
+        # The others are still served; the failed metric answers 503 without Retry-After (retrying won't help).
+        assert c.post("/score", json={"items": rouge_items(), "metrics": ["rouge_l"]}).status_code == 200
+        failed = c.post("/score", json={"items": rouge_items(), "metrics": ["cosine"]})
     assert r.status_code == 503 and "retry-after" not in r.headers
-    assert body["status"] == "failed" and body["ready"] is False and body["loading"] == ["scorer"]
-    assert "could not be loaded" in body["error"] and "/srv/" not in body["error"]  # server paths masked
+    assert body["status"] == "failed" and body["ready"] is False and body["loading"] == ["cosine"]
+    (cosine,) = [x for x in body["components"] if x["id"] == "cosine"]
+    assert cosine["status"] == "failed" and "could not be loaded" in cosine["error"] and "/srv/" not in cosine["error"]
+    assert "cosine" in body["error"]
+    assert failed.status_code == 503 and "retry-after" not in failed.headers
+    assert failed.json()["error"]["type"] == "load_failed" and failed.json()["error"]["field"] == "metrics"
 
 
 def test_simulator_endpoint_failures_are_reported():

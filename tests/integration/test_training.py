@@ -276,6 +276,7 @@ def test_tiny_sft_trains_lora_only_and_resumes(tmp_path, monkeypatch, simhub_hom
 
     from simhub.provision import resolve_recipe
     from simhub.training import load_recipe, train
+    from simhub.training.common import PROGRESS
 
     captured = {}
     real = peft.get_peft_model
@@ -290,7 +291,13 @@ def test_tiny_sft_trains_lora_only_and_resumes(tmp_path, monkeypatch, simhub_hom
     recipe = resolve_recipe(load_recipe("tiny-student-sft",
                                         ["max_steps=2", "max_train_dialogues=4", "max_eval_dialogues=2", "eval_steps=1"]))
     out = tmp_path / "sft"
-    results = train(recipe, out)
+    seen: list[tuple[int, int]] = []
+    token = PROGRESS.set(lambda done, total: seen.append((done, total)))  # what the service's ETA reads
+    try:
+        results = train(recipe, out)
+    finally:
+        PROGRESS.reset(token)
+    assert seen == [(1, 2), (2, 2)]
     after = dict(captured["model"].named_parameters())
     lora = [n for n in after if "lora_" in n]
     assert lora and all(after[n].requires_grad for n in lora)
