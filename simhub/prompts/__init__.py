@@ -5,7 +5,7 @@ the structure follows the paper (SPEC §3-§5, §8).
 """
 
 from simhub.prompts.baselines import BASELINE_STYLES, baseline_messages, dialogue_text
-from simhub.prompts.chat import cut_end_marker, remove_end_marker, student_messages, tutor_messages
+from simhub.prompts.chat import cut_end_marker, is_student_prompt, remove_end_marker, student_messages, tutor_messages
 from simhub.prompts.classifiers import act_messages, correctness_messages
 from simhub.prompts.common import (
     END_OF_DIALOGUE,
@@ -30,6 +30,7 @@ __all__ = [
     "format_history",
     "format_question",
     "format_turn",
+    "is_student_prompt",
     "judge_messages",
     "kt_context",
     "kt_question",

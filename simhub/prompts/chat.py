@@ -52,6 +52,14 @@ def student_messages(dialogue: Dialogue, upto: int | None = None, *, persona: st
     return _chat(dialogue, turns, "student", STUDENT_SYSTEM, persona, end_marker and upto is None)
 
 
+def is_student_prompt(messages: list[dict]) -> bool:
+    """Whether ``messages`` are a prompt :func:`student_messages` rendered (its system prompt, then the
+    problem): a simhub service receiving one runs it as it is, so a simulator pointed at simhub's
+    own ``/v1`` is the same student as the local model, not a second wrapping of the first."""
+    return (len(messages) >= 2 and messages[0].get("role") == "system" and messages[0].get("content") == STUDENT_SYSTEM
+            and messages[1].get("role") == "user" and "The problem:\n" in str(messages[1].get("content")))
+
+
 def tutor_messages(dialogue: Dialogue, upto: int | None = None, *, end_marker: bool = False) -> list[dict]:
     """Messages of the tutor model: the mirror image of :func:`student_messages` (no persona)."""
     turns = dialogue.turns if upto is None else dialogue.turns[:upto]

@@ -32,6 +32,7 @@ from typing import Any
 import msgspec
 
 from simhub.models import DEFAULT_MAX_TOKENS, Sampling, TokenLogprob
+from simhub.prompts import is_student_prompt
 from simhub.schema import Dialogue, Question, Turn
 from simhub.serving import schemas as s
 from simhub.serving.settings import ServiceSettings
@@ -66,9 +67,11 @@ def _question(request: s.ChatCompletionRequest, roles: str) -> str | None:
     return None
 
 
-def check_request(request: s.ChatCompletionRequest, settings: ServiceSettings) -> tuple[Dialogue, Sampling]:
+def check_request(request: s.ChatCompletionRequest,
+                  settings: ServiceSettings) -> tuple[Dialogue, Sampling, tuple[dict[str, str], ...] | None]:
     """Every rule of the request (unsupported parameters, limits, roles) as a 4xx naming the field;
-    the dialogue and the sampling to run."""
+    the dialogue and the sampling to run, and the messages themselves when they are simhub's own
+    student prompt (run as they are; see :func:`simhub.prompts.is_student_prompt`)."""
     s.check_chat_parameters(request)
     s.check_count(request.n, settings.max_n, "n", "candidates")
     s.check_count(len(request.messages), settings.max_turns + 2, "messages", "messages")
@@ -82,7 +85,9 @@ def check_request(request: s.ChatCompletionRequest, settings: ServiceSettings) -
     logprobs = (request.top_logprobs or 0) if request.logprobs else None
     sampling = Sampling(temperature=request.temperature or 0.0, top_p=request.top_p or 1.0, n=request.n,
                         seed=request.seed, max_tokens=max_tokens, logprobs=logprobs)
-    return dialogue, sampling
+    plain = [{"role": m.role, "content": m.text} for m in request.messages]
+    prompt = tuple(plain) if roles == "student" and is_student_prompt(plain) else None
+    return dialogue, sampling, prompt
 
 
 def _logprob(value: float) -> float:

@@ -168,9 +168,10 @@ class OpenAIController(Controller):
     async def chat(self, data: Annotated[s.ChatCompletionRequest, Body(title="Chat completion request")],
                    services: Services) -> s.ChatCompletion:
         services.simulation.check_model(data.model)
-        dialogue, sampling = chat.check_request(data, services.settings)
+        dialogue, sampling, prompt = chat.check_request(data, services.settings)
         services.require("simulator", [data.model], "model")
-        (result,) = await _guarded(services, lambda: services.simulation.simulate(data.model, [dialogue], sampling))
+        (result,) = await _guarded(services, lambda: services.simulation.simulate(data.model, [dialogue], sampling,
+                                                                                 prompts=[prompt]))
         chat.check_result(result)
         if data.stream:
             return EventStream(chat.stream_events(data, sampling, result), media_type="text/event-stream",  # type: ignore[return-value]

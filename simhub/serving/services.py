@@ -119,14 +119,18 @@ class SimulationService:
             known = ", ".join(self.names) or "none configured"
             raise UnknownModel(f"{field}: unknown simulator {model!r}; available: {known}", field)
 
-    async def simulate(self, model: str, dialogues: list, sampling: Sampling) -> list[SimulationResult]:
-        """Generate with simulator ``model`` (the caller has checked it with :meth:`check_model`)."""
+    async def simulate(self, model: str, dialogues: list, sampling: Sampling,
+                       prompts: Sequence[tuple[dict[str, str], ...] | None] | None = None) -> list[SimulationResult]:
+        """Generate with simulator ``model`` (the caller has checked it with :meth:`check_model`);
+        ``prompts[i]``, when given, is dialogue i's prompt already rendered (see :class:`Target`)."""
         if self.in_flight + len(dialogues) > self.max_in_flight:
             raise Overloaded(f"simulation queue is full ({self.in_flight} dialogues in flight)")
         simulator = self.simulators[model]
         self.in_flight += len(dialogues)
         try:
-            results = await simulator.asimulate([Target(d, len(d.turns)) for d in dialogues], sampling)
+            prompts = prompts or [None] * len(dialogues)
+            targets = [Target(d, len(d.turns), p) for d, p in zip(dialogues, prompts, strict=True)]
+            results = await simulator.asimulate(targets, sampling)
         finally:
             self.in_flight -= len(dialogues)
         self.stats.observe_generation(model, results)

@@ -25,6 +25,9 @@ from simhub.schema import Dialogue
 class Target:
     dialogue: Dialogue
     turn_index: int
+    #: A prompt already in the simulator's own chat format (the service received simhub's student
+    #: prompt on ``/v1``): a local model runs it as it is instead of rendering ``dialogue`` again.
+    messages: tuple[dict[str, str], ...] | None = None
 
     @property
     def history(self):

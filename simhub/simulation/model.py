@@ -43,6 +43,8 @@ class ModelSimulator(Simulator):
         return self.lm
 
     def messages(self, target: Target) -> list[dict[str, str]]:
+        if target.messages is not None:
+            return [dict(m) for m in target.messages]
         return student_messages(target.dialogue, upto=target.turn_index, persona=self.config.persona)
 
     def prompt_text(self, target: Target) -> str:

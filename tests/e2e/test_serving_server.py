@@ -146,6 +146,29 @@ def test_openai_compatible_simulator_against_live_server(server, monkeypatch, tm
     assert again[0].candidates[0].text == results[0].candidates[0].text
 
 
+def test_a_simulator_through_simhubs_own_v1_is_the_same_student(server, tiny_profile, sample_corpus, monkeypatch):
+    """A kind: openai simulator pointed at this service's /v1 gives the local model's greedy turns
+    (the service runs simhub's own student prompt as it is instead of wrapping it again)."""
+    from simhub.config import EndpointSettings, SimulatorConfig
+    from simhub.models import LoadOptions, Sampling
+    from simhub.simulation import Target
+    from simhub.simulation.endpoint import EndpointSimulator
+    from simhub.simulation.model import ModelSimulator
+
+    url, _ = server
+    monkeypatch.setenv("SIMHUB_TEST_UPSTREAM_KEY", API_KEY)
+    targets = [Target(d, i) for d in sample_corpus["test"][:6] for i, t in enumerate(d.turns)
+               if t.role == "student" and i > 0][:12]
+    sampling = Sampling(max_tokens=16)
+    remote = EndpointSimulator("via-v1", SimulatorConfig(kind="openai", model="tiny-student", endpoint=EndpointSettings(
+        base_url=f"{url}/v1", api_key_env="SIMHUB_TEST_UPSTREAM_KEY", cache=False)))
+    local = ModelSimulator("tiny-student", tiny_profile.simulators["tiny-student"], LoadOptions(device="cpu"))
+    assert remote.messages(targets[0]) == local.messages(targets[0])  # the same prompt leaves the client
+    through_v1 = [r.candidates[0].text for r in remote.simulate(targets, sampling)]
+    in_process = [r.candidates[0].text for r in local.simulate(targets, sampling)]
+    assert len(targets) == 12 and through_v1 == in_process
+
+
 def test_bad_input_keeps_server_alive(server):
     url, _ = server
     bad = [
