@@ -11,7 +11,8 @@ Two file layouts are read (``docs/learners.md`` describes both):
   or YAML, where an edge may leave out ``delta_l`` (it is then ``|l_from - l_to|``);
 * the knowsim repository's IU cache (``data/iu_cache/*.json``): ``{ITEM: GRAPH}``.
 
-A file holding one bare ``GRAPH`` is read as one item named after the file.
+A file holding one bare ``GRAPH`` is read as one item named after the file. Keys simhub does not use
+are dropped from the knowsim layout and from a bare graph; simhub's own layout allows none.
 """
 
 from __future__ import annotations
@@ -252,7 +253,7 @@ def parse_graphs(data: Any, *, file: str = "graphs") -> dict[str, IUGraph]:
             raise DataError(f"{file}: 'graphs' must map item ids to graphs", file=file, field="graphs")
         return {str(k): _graph(v, file, f"graphs.{k}", fill_delta=True) for k, v in graphs.items()}
     if isinstance(data, Mapping) and "nodes" in data:
-        return {Path(file).stem: _graph(data, file, "", fill_delta=True)}
+        return {Path(file).stem: _graph(data, file, "", fill_delta=True, lenient=True)}
     if isinstance(data, Mapping) and data and all(isinstance(v, Mapping) and "nodes" in v for v in data.values()):
         # The knowsim IU cache; its nodes and edges may carry keys simhub does not use.
         return {str(k): _graph(v, file, str(k), fill_delta=False, lenient=True) for k, v in data.items()}
