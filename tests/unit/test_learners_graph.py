@@ -4,6 +4,7 @@ shipped for the sample corpus's questions (FIDELITY.md, "Learners")."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -200,3 +201,47 @@ def test_malformed_graph_files_name_the_file_and_field(tmp_path):
 def _write(path, data):
     path.write_text(json.dumps(data))
     return path
+
+
+# ------------------------------------------------------------------------------------------ shipped graphs
+
+
+def _sample_questions() -> dict[str, str]:
+    import csv
+
+    from simhub.data.sample import sample_raw_dir
+
+    with open(sample_raw_dir() / "dq-question-metadata.csv", encoding="utf-8", newline="") as f:
+        return {row["QuestionId_DQ"]: row["Text"] for row in csv.DictReader(f) if row["Label"] == "Question Text"}
+
+
+def test_every_shipped_graph_validates_without_errors_or_warnings():
+    import simhub
+    from simhub.learners.graph import SHIPPED_DIR, shipped_graph_files, shipped_graphs
+
+    assert SHIPPED_DIR.is_relative_to(Path(simhub.__file__).parent)  # package data, shipped in the wheel
+    assert len(shipped_graph_files()) >= 9
+    graphs = shipped_graphs()
+    for name, graph in graphs.items():
+        checked = validate_graph(graph, name=name)
+        assert checked.warnings == (), (name, checked.warnings)
+        assert 10 <= checked.size <= 30 and graph.knowledge_areas and graph.question
+        assert all(node.description for node in graph.nodes) and all(edge.reason for edge in graph.edges)
+
+
+def test_every_sample_question_has_a_shipped_graph_of_its_text():
+    from simhub.data.sample import load_sample_corpus
+    from simhub.learners.graph import shipped_graphs
+
+    graphs = shipped_graphs()
+    questions = _sample_questions()
+    assert len(questions) == 46 and set(graphs) == set(questions)
+    for qid, text in questions.items():
+        assert graphs[qid].question == text, qid
+    # The corpus's dialogues name their question by id; each one's text starts with the graph's question.
+    corpus = load_sample_corpus()
+    for split in ("train", "val", "test"):
+        for dialogue in corpus[split]:
+            qid = dialogue.id.split("-")[0]
+            first = dialogue.question.text.split("\n")[0].removeprefix("Question Text: ")
+            assert first == " ".join(graphs[qid].question.split()), dialogue.id
