@@ -101,10 +101,24 @@ def dropoff(load: float, tau: int, preset: Preset) -> float:
 def ceiling(prereq_ordinals) -> int:
     """The prerequisite ceiling: no prerequisites or all at knows_well -> knows_well; weakest at
     partial -> partial; otherwise struggling."""
-    weakest = min(prereq_ordinals, default=KNOWS_WELL)
-    if weakest == KNOWS_WELL:
-        return KNOWS_WELL
-    return PARTIAL if weakest == PARTIAL else STRUGGLING
+    weakest = KNOWS_WELL
+    for s in prereq_ordinals:
+        if s <= STRUGGLING:
+            return STRUGGLING
+        weakest = min(weakest, s)
+    return weakest
+
+
+def _ceiling_in(states: Mapping[str, int], prereqs: tuple[str, ...]) -> int:
+    # ceiling() over a state mapping, without a generator: the update calls it for every IU.
+    weakest = KNOWS_WELL
+    for p in prereqs:
+        s = states[p]
+        if s <= STRUGGLING:
+            return STRUGGLING
+        if s < weakest:
+            weakest = s
+    return weakest
 
 
 def _loose_ceiling_reaches_partial(prereq_ordinals) -> bool:
@@ -172,17 +186,19 @@ def update(graph: ValidatedGraph, state: KnowledgeState, signals: Signals, prese
             iu_eta = dict.fromkeys(explained, eta)
 
     prereqs = graph.prereqs
-    teachable = [iu for iu in graph.ids
-                 if pre[iu] != KNOWS_WELL and ceiling(pre[p] for p in prereqs[iu]) >= PARTIAL]
+    teachable = [iu for iu in graph.ids if pre[iu] != KNOWS_WELL and _ceiling_in(pre, prereqs[iu]) >= PARTIAL]
 
     live = dict(pre)
     progress: dict[str, float] = {}
+    old_progress = state.progress
     for iu in graph.order:
         previous = pre[iu]
-        sig = signals.get(iu, SILENT)
-        proposed = propose(sig.teaching_quality, previous, ceiling(live[p] for p in prereqs[iu]), preset)
-        old = state.progress.get(iu, 0.0)
-        intended = proposed - previous
+        sig = signals.get(iu)
+        if sig is None or sig.teaching_quality == "not_mentioned":
+            intended = 0
+        else:
+            intended = propose(sig.teaching_quality, previous, _ceiling_in(live, prereqs[iu]), preset) - previous
+        old = old_progress.get(iu, 0.0)
         if intended > 0 and eta < 1.0:
             factor = iu_eta.get(iu, eta)
             if preset.fractional:
@@ -193,7 +209,7 @@ def update(graph: ValidatedGraph, state: KnowledgeState, signals: Signals, prese
                 steps, carry = max(0, round(intended * factor)), 0.0
             new = min(previous + steps, KNOWS_WELL)
         elif intended > 0:
-            new = proposed
+            new = previous + intended
             carry = old if preset.keep_idle_progress and not preset.reset_progress_on_transition else 0.0
         else:
             new = previous
