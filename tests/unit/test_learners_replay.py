@@ -236,3 +236,44 @@ def test_a_cyclic_graph_stops_only_the_runs_that_use_it(files, capsys, tmp_path)
     assert replay(capsys, write(RUN), "--graphs", str(path), "--json")[0] == 0
     code, _, err = replay(capsys, write(dict(RUN, problem_id="loop")), "--graphs", str(path))
     assert code == 2 and "loop: cycle: " in err and "IU4" in err
+
+
+def test_the_released_codes_own_example_logs_replay_exactly():
+    """With a local clone of the knowsim repository (``SIMHUB_KNOWSIM_DIR``; nothing of it is copied
+    here), every structured example run replays under the released preset to the logged states,
+    loads, upward transitions, overload flags, KG, CO, information calibration and early stop."""
+    import os
+    from pathlib import Path
+
+    from simhub.learners import RELEASED
+    from simhub.learners.graph import GraphError
+    from simhub.learners.replay import GraphSource, read_runs, replay_run
+
+    root = os.environ.get("SIMHUB_KNOWSIM_DIR")
+    if not root:
+        pytest.skip("set SIMHUB_KNOWSIM_DIR to a clone of the knowsim repository")
+    root = Path(root)
+    replayed = 0
+    for log in sorted((root / "data" / "examples").glob("*_structured_*.json")):
+        graphs = GraphSource.read(root / "data" / "iu_cache" / f"{'math' if log.name.startswith('math') else 'expertqa'}.json")
+        runs, _ = read_runs(log)
+        for run in runs:
+            try:
+                result = replay_run(run, graphs, RELEASED, file=str(log))
+            except GraphError:  # the released math cache has cyclic graphs, which simhub refuses
+                continue
+            turns = len(run["iu_analysis_history"])
+            a = result.agreement
+            assert (a.turns_compared, a.states, a.loads, a.n_up, a.overload_flags) == (turns,) * 5, (log.name, a)
+            logged = run["metrics"]
+            m = result.metrics
+            assert m.kg == logged["knowledge_gain"] == logged["raw_state_progress"]
+            assert (m.nkg, m.nkg_3n) == (pytest.approx(logged["normalized_knowledge_gain"]),
+                                         pytest.approx(logged["normalized_knowledge_gain_3N"]))
+            assert m.co == pytest.approx(logged["perceived_overload_capacity"])
+            assert (m.ic_precision, m.ic_recall) == (pytest.approx(logged["ic_precision"]),
+                                                     pytest.approx(logged["ic_recall"]))
+            if run.get("virtual_early_stop_turn") is not None:
+                assert result.early_stop_turn == run["virtual_early_stop_turn"] + 1  # the log counts from 0
+            replayed += 1
+    assert replayed >= 3
