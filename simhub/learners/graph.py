@@ -306,18 +306,18 @@ def read_graphs(path: str | os.PathLike[str]) -> dict[str, IUGraph]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise DataError(f"{path}: cannot read the graph file ({exc.strerror or exc})", file=str(path)) from None
-    try:
-        if path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
 
+        try:
             data = yaml.safe_load(text)
-        else:
+        except yaml.YAMLError as exc:
+            raise DataError(f"{path}: not valid YAML: {exc}", file=str(path)) from None
+    else:
+        try:
             data = json.loads(text)
-    except ValueError as exc:  # json.JSONDecodeError and yaml.YAMLError's scanner errors
-        raise DataError(f"{path}: not valid {'YAML' if path.suffix.lower() in ('.yaml', '.yml') else 'JSON'}: {exc}",
-                        file=str(path)) from None
-    except Exception as exc:  # yaml.YAMLError does not derive from ValueError
-        raise DataError(f"{path}: not valid YAML: {exc}", file=str(path)) from None
+        except ValueError as exc:
+            raise DataError(f"{path}: not valid JSON: {exc}", file=str(path)) from None
     return parse_graphs(data, file=str(path))
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from simhub.errors import DataError
+from simhub.errors import DataError, did_you_mean
 from simhub.learners.graph import IUGraph, ValidatedGraph, read_graphs, validate_graph
 from simhub.learners.metrics import ConversationMetrics, conversation_metrics
 from simhub.learners.presets import Preset
@@ -137,8 +137,6 @@ def signals_from_log(graph: ValidatedGraph, entries: Any, *, file: str, field: s
             raise _missing(file, where, "id")
         iu = entry["id"]
         if iu not in graph.index:
-            from simhub.errors import did_you_mean
-
             raise DataError(f"{file}: {where}.id: {iu!r} is not an IU of graph {graph.name}"
                             f"{did_you_mean(str(iu), graph.ids)}", file=file, field=f"{where}.id")
         if iu in signals:

@@ -30,7 +30,16 @@ import msgspec
 from simhub.errors import UnknownNameError
 from simhub.learners.graph import ValidatedGraph
 from simhub.learners.presets import Preset
-from simhub.learners.state import KNOWS_WELL, ORDINAL, PARTIAL, STATES, STRUGGLING, UNAWARE, KnowledgeState
+from simhub.learners.state import (
+    KNOWS_WELL,
+    ORDINAL,
+    PARTIAL,
+    STATES,
+    STRUGGLING,
+    UNAWARE,
+    KnowledgeState,
+    check_state,
+)
 
 TeachingQuality = Literal["well_explained", "shallow", "not_mentioned"]
 AttemptType = Literal["reasoning", "articulation", "none"]
@@ -150,7 +159,12 @@ def update(graph: ValidatedGraph, state: KnowledgeState, signals: Signals, prese
     for iu in signals:
         if iu not in index:
             raise UnknownNameError("IU", iu, graph.ids, field=f"signals.{iu}")
-    pre = {iu: ORDINAL[s] for iu, s in state.states.items()}
+    try:
+        pre = {iu: ORDINAL[s] for iu, s in state.states.items()}
+    except KeyError:
+        pre = {}
+    if pre.keys() != index.keys():
+        check_state(graph, state)  # raises, naming the IU or state at fault
     w_mention = preset.mention_weights.by_ordinal()
     w_reason = preset.reasoning_weights.by_ordinal()
 

@@ -310,3 +310,16 @@ def test_the_update_is_pure():
     a, b = update(g, s, taught, PAPER), update(g, s, taught, PAPER)
     assert (dict(s.states), dict(s.progress)) == before
     assert a == b
+
+
+def test_a_state_that_does_not_fit_the_graph_is_an_error_naming_what_is_wrong():
+    from simhub.errors import DataError
+
+    g = graph(4)
+    with pytest.raises(DataError, match="no state for IU X4"):
+        update(g, KnowledgeState(states={"X1": "unaware", "X2": "unaware", "X3": "unaware"}), {}, PAPER)
+    with pytest.raises(UnknownNameError, match="'kinda'") as info:
+        update(g, state(g, {"X2": "kinda"}), {}, PAPER)
+    assert info.value.field == "state.states.X2"
+    with pytest.raises(UnknownNameError, match="unknown IU 'Y1'"):
+        update(g, KnowledgeState(states={**state(g, {}).states, "Y1": "unaware"}), {}, PAPER)
