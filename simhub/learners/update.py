@@ -119,7 +119,7 @@ def ceiling(prereq_ordinals) -> int:
 
 
 def _ceiling_in(states: Mapping[str, int], prereqs: tuple[str, ...]) -> int:
-    # ceiling() over a state mapping, without a generator: the update calls it for every IU.
+    # ceiling() over a state mapping, without a generator: the update's inner loops call it.
     weakest = KNOWS_WELL
     for p in prereqs:
         s = states[p]
@@ -222,7 +222,7 @@ def update(graph: ValidatedGraph, state: KnowledgeState, signals: Signals, prese
             else:
                 steps, carry = max(0, round(intended * factor)), 0.0
             new = min(previous + steps, KNOWS_WELL)
-        elif intended > 0:
+        elif intended > 0:  # a whole step, undamped: the carried progress was not needed for it
             new = previous + intended
             carry = old if preset.keep_idle_progress and not preset.reset_progress_on_transition else 0.0
         else:
