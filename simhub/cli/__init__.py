@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "simhub.cli.serve",
     "simhub.cli.evaluate",
     "simhub.cli.annotate",
+    "simhub.cli.learners",
 )
 
 
