@@ -33,7 +33,7 @@ PROFILE_DIR = RESOURCES / "profiles"
 RECIPE_DIR = RESOURCES / "recipes"
 
 #: Schemes of model references that only provisioning can turn into folders.
-PROVISIONED_SCHEMES = ("tiny:", "demo:", "random-lora:")
+PROVISIONED_SCHEMES = ("tiny:", "demo:", "random-lora:", "smol:")
 
 
 def simhub_home() -> Path:
@@ -248,10 +248,15 @@ class BaselinesConfig(_Section, kw_only=True, forbid_unknown_fields=True, frozen
     in every profile. Defaults are the paper's models and decoding; ``SIMHUB_BASELINE_BASE_URL``
     and ``SIMHUB_BASELINE_API_KEY`` override the endpoint."""
 
+    #: ``openai``: the models behind ``endpoint`` (the paper); ``model``: local models (a folder, a Hub
+    #: id or ``smol:135m-instruct``) run through ``simhub.models`` with the same prompts, greedy.
+    kind: Literal["openai", "model"] = "openai"
     endpoint: EndpointSettings = msgspec.field(
         default_factory=lambda: EndpointSettings(base_url="https://api.openai.com/v1"))
     model: str = "gpt-4.1"
     reasoning_model: str = "gpt-5-mini"
+    #: New tokens per turn; None: the paper's 4,000 (15,000 for the reasoning baseline).
+    max_tokens: int | None = None
     #: Embedder of the free-text profiles for ICL retrieval (the paper: Qwen3-Embedding-8B).
     embedder: str = "minilm"
     #: Training dialogues the ICL baseline retrieves its example from (JSONL); None: the sample corpus.

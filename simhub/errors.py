@@ -90,6 +90,7 @@ EXTRAS: dict[str, str] = {
     "openai": "metrics",
     "peft": "metrics",
     "tokenizers": "metrics",
+    "gguf": "metrics",
     "trl": "train",
     "accelerate": "train",
     "datasets": "train",

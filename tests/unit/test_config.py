@@ -48,7 +48,7 @@ def test_unknown_keys_name_the_yaml_path_with_a_suggestion(tmp_path):
 
 
 def test_unknown_profile_lists_the_shipped_ones():
-    with pytest.raises(UnknownNameError, match=r"unknown profile 'demoo' \(did you mean 'demo'\?\); known: demo, paper-8b"):
+    with pytest.raises(UnknownNameError, match=r"unknown profile 'demoo' \(did you mean 'demo'\?\); known: demo, demo-smol, paper-8b"):
         load_profile("demoo")
 
 
