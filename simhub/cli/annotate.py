@@ -36,6 +36,9 @@ def _annotate(args: argparse.Namespace) -> int:
     if missing:
         raise ConfigError(f"annotate needs {', '.join(missing)} (or use: simhub annotate agree DIR_A DIR_B)",
                           field=missing[0].removeprefix("--"))
+    from simhub.cli.common import check_output
+
+    check_output(args.output, folder=True)
     from simhub.annotation import (
         CHARS_PER_TOKEN,
         AnnotationSettings,

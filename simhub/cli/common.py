@@ -46,3 +46,53 @@ def metric_models(metrics: list[str] | None) -> list[str] | None:
 
     table = outputs()
     return sorted({table[m][0].config_key for m in metrics if table[m][0].config_key})
+
+
+def check_output(path: str | None, *, folder: bool, make_folders: bool = True, field: str = "output") -> None:
+    """Refuse an output path that cannot be written, before the command builds, trains or calls anything.
+
+    ``folder``: the path is a folder the command fills (else a file). ``make_folders``: missing
+    folders on the way may be created; when False the enclosing folder must exist, so a typo in a
+    path is an error rather than a new tree of folders.
+    """
+    import os
+    from pathlib import Path
+
+    from simhub.errors import ConfigError
+
+    if path is None:
+        return
+    target = Path(path)
+    if folder and target.exists() and not target.is_dir():
+        raise ConfigError(f"{field}: {target} is a file, not a folder", field=field)
+    if not folder and target.is_dir():
+        raise ConfigError(f"{field}: {target} is a folder, not a file", field=field)
+    enclosing = target if folder else target.parent
+    if not make_folders and not enclosing.is_dir():
+        raise ConfigError(f"{field}: folder {enclosing} does not exist (create it first)", field=field)
+    existing = enclosing.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{field}: cannot write {target}: {existing} is a file, not a folder", field=field)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{field}: cannot write {target}: {existing} is not writable", field=field)
+
+
+def read_dialogues(path: str, field: str = "data") -> list:
+    """The dialogues of a JSONL file, read and checked now (before any model is built); an empty
+    file is an error, since no command has anything to do with it."""
+    from simhub.errors import DataError
+    from simhub.schema import read_jsonl
+
+    dialogues = read_jsonl(path)
+    if not dialogues:
+        raise DataError(f"{field}: {path} holds no dialogues", file=str(path), field=field)
+    return dialogues
+
+
+def check_configured(profile: Profile, metrics: list[str] | None) -> None:
+    """Metric names that the profile does not configure are refused before its models are built."""
+    from simhub.scoring import Scorer
+
+    Scorer.from_profile(profile).resolve_metrics(metrics)

@@ -8,9 +8,11 @@ from pathlib import Path
 
 
 def _convert_eedi(args: argparse.Namespace) -> int:
+    from simhub.cli.common import check_output
     from simhub.data.eedi import SPLITS, load_eedi
     from simhub.schema import atomic_write_bytes, to_json
 
+    check_output(args.output, folder=True)
     corpus = load_eedi(args.source, args.annotations, annotator=args.annotator, revision=args.revision)
     out = Path(args.output)
     # Encode all splits before writing any, so an error leaves no partial output.
@@ -40,11 +42,13 @@ def _stats(args: argparse.Namespace) -> int:
 
 def _items(args: argparse.Namespace) -> int:
     """Score items of every student turn with a reference simulator's candidate (previous or real turn)."""
+    from simhub.cli.common import check_output
     from simhub.metrics import ScoreItem
     from simhub.schema import atomic_write_bytes, read_jsonl, to_json
     from simhub.simulation import Target
     from simhub.simulation.reference import ReferenceSimulator
 
+    check_output(args.output, folder=False)
     simulator = ReferenceSimulator(f"reference:{'real' if args.candidate == 'real' else 'previous-turn'}")
     lines = []
     for dialogue in read_jsonl(args.file):
@@ -57,9 +61,11 @@ def _items(args: argparse.Namespace) -> int:
 
 
 def _tiny(args: argparse.Namespace) -> int:
+    from simhub.cli.common import check_output
     from simhub.demo.tiny import build_kit
     from simhub.provision import tiny_dir
 
+    check_output(args.output, folder=True)
     paths = build_kit(args.output or tiny_dir(), seed=args.seed)
     for name, path in paths.items():
         print(f"{name}: {path}")

@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 
-from simhub.cli.common import add_profile, metric_list, metric_models
+from simhub.cli.common import add_profile, check_configured, check_output, metric_list, metric_models, read_dialogues
 
 
 def _simulator(args: argparse.Namespace, metrics: list[str] | None = None, loaded=None):
@@ -50,11 +50,13 @@ def _options(args: argparse.Namespace, metrics: list[str] | None = None):
 
 def _simulate(args: argparse.Namespace) -> int:
     from simhub.evaluation.runs import _caches, simulate, student_targets
-    from simhub.schema import read_jsonl, write_jsonl
+    from simhub.schema import write_jsonl
 
-    targets = student_targets(read_jsonl(args.data), args.data)
+    targets = student_targets(read_dialogues(args.data), args.data)
+    options = _options(args)
+    check_output(args.output, folder=False)
     _, simulator = _simulator(args)
-    generations, _ = _caches(_options(args))
+    generations, _ = _caches(options)
     records = simulate(simulator, targets, cache=generations, chunk_size=args.chunk_size)
     write_jsonl(args.output, records)
     failed = sum(1 for r in records if r["candidate"] is None)
@@ -66,14 +68,19 @@ def _eval(args: argparse.Namespace) -> int:
     import msgspec
 
     from simhub.config import load_profile
-    from simhub.evaluation.runs import format_results, run_eval
+    from simhub.evaluation.runs import format_results, run_eval, student_targets
     from simhub.simulation import build_simulator
 
+    # Every input is read and checked before a model is built: a demo profile's first build trains for minutes.
     metrics = metric_list(args.metrics)
+    options = _options(args, metrics)
     raw = load_profile(args.profile)
+    check_configured(raw, metrics)
+    student_targets(read_dialogues(args.data), args.data)
+    check_output(args.output, folder=True)
     profile, simulator = _simulator(args, metrics=metric_models(metrics), loaded=raw)
     record = {"simulator": build_simulator(args.simulator, raw).config_record(), "scoring": msgspec.to_builtins(raw.scoring)}
-    results = run_eval(profile, simulator, args.data, args.output, _options(args, metrics), record=record)
+    results = run_eval(profile, simulator, args.data, args.output, options, record=record)
     print(format_results(results))
     print(f"run -> {args.output}")
     return 0
@@ -90,6 +97,7 @@ def _compare(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from simhub.evaluation.report import load_run, table1_data, write_report
 
+    check_output(args.output, folder=False, make_folders=False)
     runs = [load_run(d) for d in args.runs]
     path = write_report(runs, args.output, title=args.title)
     if args.json:
@@ -149,19 +157,23 @@ def register(sub) -> None:
 def _rollout(args: argparse.Namespace) -> int:
     from simhub.cli.common import profile_for
     from simhub.config import load_profile
-    from simhub.errors import UnknownNameError
+    from simhub.errors import ConfigError, UnknownNameError
     from simhub.evaluation.rollout import RolloutOptions, rollout, write_rollouts
-    from simhub.schema import read_jsonl
     from simhub.simulation import build_simulator, load_options
     from simhub.simulation.tutor import build_tutor, tutor_names
 
+    for name in ("max_turns", "samples", "max_tokens", "limit"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ConfigError(f"{name}: must be at least 1, got {value}", field=name)
     raw = load_profile(args.profile)
     if args.tutor not in tutor_names(raw):
         raise UnknownNameError("tutor", args.tutor, tutor_names(raw), field="tutor")
-    profile = profile_for(args, metrics=[], simulators=[args.simulator], tutors=[args.tutor])
-    dialogues = read_jsonl(args.data)
+    dialogues = read_dialogues(args.data)
     if args.limit:
         dialogues = dialogues[: args.limit]
+    check_output(args.output, folder=True)
+    profile = profile_for(args, metrics=[], simulators=[args.simulator], tutors=[args.tutor], loaded=raw)
     force = None if args.backend == "profile" else _backend(args.backend)
     simulator = build_simulator(args.simulator, profile, force_backend=force)
     tutor = build_tutor(args.tutor, profile, load_options(profile, backend=force), mode=args.mode)
@@ -181,19 +193,29 @@ def _rollout(args: argparse.Namespace) -> int:
 def _eval_dialogues(args: argparse.Namespace) -> int:
     from simhub.cli.common import profile_for
     from simhub.config import load_profile
-    from simhub.evaluation.dialogue_eval import DialogueEvalOptions, eval_dialogues, load_sim, write_results
-    from simhub.schema import read_jsonl
+    from simhub.errors import ConfigError
+    from simhub.evaluation.dialogue_eval import (
+        DialogueEvalOptions,
+        check_inputs,
+        eval_dialogues,
+        load_sim,
+        write_results,
+    )
     from simhub.simulation import build_simulator, load_options
     from simhub.simulation.tutor import build_tutor
 
-    real = read_jsonl(args.real)
+    real = read_dialogues(args.real, "real")
     sim, info = load_sim(args.sim)
+    check_inputs(real, sim)
+    if args.bootstrap < 100:
+        raise ConfigError("bootstrap: use at least 100 resamples", field="bootstrap")
+    check_output(args.output, folder=True)
     simulator_name = args.simulator or info.get("simulator")
     tutor_name = args.tutor or info.get("tutor")
     raw = load_profile(args.profile)
     want_sensitivity = simulator_name is not None and not args.no_sensitivity
     profile = profile_for(args, simulators=[simulator_name] if want_sensitivity else [],
-                          tutors=[tutor_name] if want_sensitivity and tutor_name in raw.tutors else [])
+                          tutors=[tutor_name] if want_sensitivity and tutor_name in raw.tutors else [], loaded=raw)
     simulator = tutor = None
     if want_sensitivity:
         simulator = build_simulator(simulator_name, profile)
