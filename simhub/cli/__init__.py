@@ -7,6 +7,7 @@ Bad input (a missing file, a malformed row, an unknown option, a missing extra) 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import re
 import sys
@@ -80,7 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        code = args.handler(args)
+        with _endpoint_cache(args):
+            code = args.handler(args)
     except MissingExtraError as exc:
         print(f"simhub: error: {missing_extra_message(exc.field or '', args.command)}", file=sys.stderr)
         return EXIT_USAGE
@@ -97,6 +99,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("simhub: interrupted (finished work is kept; rerun the same command to resume)", file=sys.stderr)
         return 130
     return int(code or 0)
+
+
+def _endpoint_cache(args: argparse.Namespace) -> contextlib.AbstractContextManager:
+    """``--no-cache`` reaches the OpenAI-compatible clients too: their stored answers are a cache like
+    the others, and a run that reads them measures the cache, not the endpoint."""
+    if not getattr(args, "no_cache", False):
+        return contextlib.nullcontext()
+    from simhub.models.openai import response_cache_off
+
+    return response_cache_off()
 
 
 def missing_extra_message(module: str, command: str | None) -> str:

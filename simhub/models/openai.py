@@ -17,7 +17,8 @@ Why it looks the way it does:
   concurrency limit shared by all batches running on one client.
 * **Content-addressed cache.** With ``cache_dir`` set, each successful response body is stored
   under the SHA-256 of the base URL and the exact request body (never the key), written
-  atomically, so rerunning an identical job makes no calls at all.
+  atomically, so rerunning an identical job makes no calls at all. :func:`response_cache_off`
+  switches it off for every client of the process (``--no-cache``: no read, no write).
 * **Batch API for big jobs.** :meth:`OpenAIClient.complete_batch` sends the requests the cache
   cannot answer as one batch (half price), and remembers the batch id in the cache folder, so a
   killed run resumes polling the same batch instead of paying twice.
@@ -32,6 +33,7 @@ Importing this module does not import ``openai``; the SDK is loaded on the first
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -42,7 +44,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +67,7 @@ __all__ = [
     "is_reasoning_model",
     "parse_chat_response",
     "request_key",
+    "response_cache_off",
 ]
 
 log = logging.getLogger(__name__)
@@ -493,6 +496,28 @@ def _display_url(url: str) -> str:
 
 # --------------------------------------------------------------------------- client
 
+_CACHE_OFF_LOCK = threading.Lock()
+_cache_off = 0
+
+
+@contextlib.contextmanager
+def response_cache_off(active: bool = True) -> Iterator[None]:
+    """While inside (and ``active``), no client of this process reads or writes its response cache or remembered
+    batch ids: every request is sent. Process-wide rather than per client because clients are shared
+    per endpoint (a judge's client serves every caller), and a run's ``--no-cache`` covers them all;
+    the request threads a client starts do not inherit a context variable, so a counter it is."""
+    global _cache_off
+    if not active:
+        yield
+        return
+    with _CACHE_OFF_LOCK:
+        _cache_off += 1
+    try:
+        yield
+    finally:
+        with _CACHE_OFF_LOCK:
+            _cache_off -= 1
+
 
 @dataclass
 class ClientStats:
@@ -759,8 +784,8 @@ class OpenAIClient:
         unique = {keys[i]: payloads[i] for i in pending}
         if unique:
             self._check_key()
-            if self.config.cache_dir is None:
-                log.warning("batch without cache_dir: a killed run cannot resume its batch")
+            if self._cache_folder() is None:
+                log.warning("batch without a cache: a killed run cannot resume its batch")
             answers = self._run_batch(unique, poll_interval_s, max_wait_s, progress, desc)
             for i in pending:
                 results[i] = answers[keys[i]]
@@ -921,16 +946,16 @@ class OpenAIClient:
         return answers
 
     def _batch_state_path(self, unique: Mapping[str, Any]) -> Path | None:
-        if self.config.cache_dir is None:
-            return None
-        return self.config.cache_dir / "batches" / f"{_set_key(unique)}.json"
+        folder = self._cache_folder()
+        return None if folder is None else folder / "batches" / f"{_set_key(unique)}.json"
 
     def _recall_batch(self, keys: set[str]) -> dict[str, Any] | None:
         """A remembered, unfinished batch covering every one of ``keys`` (exactly this request set
         first; else any superset, left behind by a run killed while storing its answers)."""
-        if self.config.cache_dir is None:
+        root = self._cache_folder()
+        if root is None:
             return None
-        folder = self.config.cache_dir / "batches"
+        folder = root / "batches"
         exact = folder / f"{_set_key(keys)}.json"
         candidates = [exact] if exact.is_file() else []
         if folder.is_dir():
@@ -984,10 +1009,13 @@ class OpenAIClient:
             self._count(failures=failed)
         return results
 
+    def _cache_folder(self) -> Path | None:
+        """Where this client caches now: its ``cache_dir``, unless :func:`response_cache_off` is active."""
+        return None if _cache_off else self.config.cache_dir
+
     def _cache_path(self, key: str) -> Path | None:
-        if self.config.cache_dir is None:
-            return None
-        return self.config.cache_dir / "responses" / key[:2] / f"{key}.json"
+        folder = self._cache_folder()
+        return None if folder is None else folder / "responses" / key[:2] / f"{key}.json"
 
     def _cache_get(self, key: str) -> ChatResult | None:
         path = self._cache_path(key)

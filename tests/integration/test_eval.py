@@ -230,3 +230,39 @@ def _count_turns(path):
 
     for d in read_jsonl(path):
         yield from d.student_turn_indices()
+
+
+def _files(*roots):
+    return sorted(str(p) for root in roots if root.exists() for p in root.rglob("*") if p.is_file())
+
+
+def test_no_cache_sends_every_request_and_writes_no_cache(data, tmp_path, fake_openai, monkeypatch, simhub_home):
+    # The simulator and the judge both live behind the fake endpoint, each client with its own response cache.
+    for name in ("OPENAI_API_KEY", "SIMHUB_JUDGE_API_KEY"):
+        monkeypatch.setenv(name, "sk-test")
+    answers = tmp_path / "endpoint-answers"
+    endpoint = f"{{base_url: '{fake_openai.base_url}', cache_dir: '{answers}'}}"
+    profile = tmp_path / "p.yaml"
+    profile.write_text(f"extends: {TINY}\nname: p\nsimulators:\n  hosted: {{kind: openai, model: m, endpoint: {endpoint}}}\n"
+                       f"scoring:\n  metrics:\n    judge: {{kind: openai, model: j, endpoint: {endpoint}}}\n")
+    cache = tmp_path / "cache"
+    args = ["eval", "--profile", str(profile), "--simulator", "hosted", "--data", str(data), "--bootstrap", "100",
+            "--metrics", "rouge_l,correctness", "--cache-dir", str(cache)]
+    caches = (answers, cache, simhub_home / "cache")
+    before = _files(*caches)
+
+    def sent_by(extra, out):
+        count = len(fake_openai.chat_requests())
+        assert main([*args, *extra, "--output", str(tmp_path / out)]) == 0
+        return len(fake_openai.chat_requests()) - count
+
+    everything = sent_by(["--no-cache"], "a")
+    turns = sum(1 for _ in _count_turns(data))
+    assert everything > turns  # each turn simulated, and the labelled ones judged
+    assert _files(*caches) == before, "--no-cache wrote a cache file"
+    assert sent_by([], "b") == everything  # nothing the --no-cache run did is read back
+    assert _files(answers) and _files(cache)
+    assert sent_by([], "c") == 0  # the caches answer a rerun...
+    written = _files(*caches)
+    assert sent_by(["--no-cache"], "d") == everything  # ...and --no-cache sends every request all the same
+    assert _files(*caches) == written
