@@ -16,6 +16,9 @@ from collections.abc import Sequence
 from simhub.errors import EXTRAS, MissingExtraError, SimhubError
 
 EXIT_USAGE = 2
+#: The command ran, but nothing it was asked to do succeeded (every turn failed, say): worth a
+#: non-zero status for scripts, and distinct from bad input.
+EXIT_FAILED = 1
 
 #: Modules that add subcommands: each has ``register(subparsers)`` and sets ``handler`` defaults.
 #: Imported when the parser is built, so they import nothing heavy at module level.

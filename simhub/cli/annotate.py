@@ -81,6 +81,11 @@ def _annotate(args: argparse.Namespace) -> int:
         causes = "; ".join(f"{cause} {n}" for cause, n in report.causes.most_common())
         print(f"failed labels: {report.failed_total} dialogue label(s)" + (f" (request failures: {causes})" if causes
               else "") + "; rerun the same command to retry them", file=sys.stderr)
+        if not report.made and not report.waiting:
+            from simhub.cli import EXIT_FAILED
+
+            print("simhub: error: no label was made", file=sys.stderr)
+            return EXIT_FAILED
     return 0
 
 

@@ -48,6 +48,25 @@ def metric_models(metrics: list[str] | None) -> list[str] | None:
     return sorted({table[m][0].config_key for m in metrics if table[m][0].config_key})
 
 
+def causes(errors) -> str:
+    """The commonest failure causes, with their counts, for a summary line."""
+    from collections import Counter
+
+    counts = Counter(e for e in errors if e)
+    shown = "; ".join(f"{cause} ({n})" for cause, n in counts.most_common(3))
+    return shown + ("; ..." if len(counts) > 3 else "")
+
+
+def all_failed(what: str, total: int, errors) -> int:
+    """Say on stderr that every one of ``total`` things failed, with the causes, and return the exit status."""
+    import sys
+
+    from simhub.cli import EXIT_FAILED
+
+    print(f"simhub: error: every one of the {total} {what} failed: {causes(errors)}", file=sys.stderr)
+    return EXIT_FAILED
+
+
 def check_output(path: str | None, *, folder: bool, make_folders: bool = True, field: str = "output") -> None:
     """Refuse an output path that cannot be written, before the command builds, trains or calls anything.
 
@@ -96,3 +115,4 @@ def check_configured(profile: Profile, metrics: list[str] | None) -> None:
     from simhub.scoring import Scorer
 
     Scorer.from_profile(profile).resolve_metrics(metrics)
+

@@ -13,7 +13,16 @@ import argparse
 import json
 import sys
 
-from simhub.cli.common import add_profile, check_configured, check_output, metric_list, metric_models, read_dialogues
+from simhub.cli.common import (
+    add_profile,
+    all_failed,
+    causes,
+    check_configured,
+    check_output,
+    metric_list,
+    metric_models,
+    read_dialogues,
+)
 
 
 def _simulator(args: argparse.Namespace, metrics: list[str] | None = None, loaded=None):
@@ -55,12 +64,15 @@ def _simulate(args: argparse.Namespace) -> int:
     targets = student_targets(read_dialogues(args.data), args.data)
     options = _options(args)
     check_output(args.output, folder=False)
-    _, simulator = _simulator(args)
+    _, simulator = _simulator(args, metrics=[])  # simulating needs no metric model: build none
     generations, _ = _caches(options)
     records = simulate(simulator, targets, cache=generations, chunk_size=args.chunk_size)
     write_jsonl(args.output, records)
-    failed = sum(1 for r in records if r["candidate"] is None)
-    print(f"{len(records)} turns simulated by {simulator.id} -> {args.output}" + (f" ({failed} failed)" if failed else ""))
+    errors = [r.get("error") for r in records if r["candidate"] is None]
+    if records and len(errors) == len(records):
+        return all_failed("turns", len(records), errors)
+    print(f"{len(records)} turns simulated by {simulator.id} -> {args.output}"
+          + (f" ({len(errors)} failed: {causes(errors)})" if errors else ""))
     return 0
 
 
@@ -83,6 +95,28 @@ def _eval(args: argparse.Namespace) -> int:
     results = run_eval(profile, simulator, args.data, args.output, options, record=record)
     print(format_results(results))
     print(f"run -> {args.output}")
+    return _eval_status(results, args.output)
+
+
+def _eval_status(results: dict, output: str) -> int:
+    """Non-zero when nothing was measured: every turn failed to simulate, or every turn a metric
+    tried to score failed (an endpoint down), rather than a table of dashes with status 0."""
+    from pathlib import Path
+
+    from simhub.evaluation.runs import SIMULATIONS
+
+    turns = results["data"]["turns"]
+    if turns and results["failures"]["simulation"] == turns:
+        lines = [json.loads(line) for line in (Path(output) / SIMULATIONS).read_text().splitlines() if line.strip()]
+        return all_failed("turns", turns, [r.get("error") for r in lines])
+    dead = [m for m, n in results["failures"]["scoring"].items() if n and not results["metrics"][m].get("n")]
+    if dead:
+        from simhub.evaluation.rundir import SCORES_FILE
+
+        lines = [json.loads(line) for line in (Path(output) / SCORES_FILE).read_text().splitlines() if line.strip()]
+        reasons = [(line.get("details") or {}).get("null_reasons", {}).get(dead[0]) for line in lines]
+        return all_failed(f"turns scored for {', '.join(dead)}", results["failures"]["scoring"][dead[0]],
+                          [r for r in reasons if r and "failed" in r])
     return 0
 
 
@@ -185,6 +219,8 @@ def _rollout(args: argparse.Namespace) -> int:
             "mode": args.mode, "samples": args.samples, "seed": args.seed, "max_turns": args.max_turns,
             "temperature": temperature}
     summary = write_rollouts(rollouts, args.output, info)
+    if summary["rollouts"] and summary["failed"] == summary["rollouts"]:
+        return all_failed("rollouts", summary["rollouts"], [d.meta.get("failed") for d in rollouts])
     print(f"{summary['rollouts']} rollouts ({args.samples} per dialogue, {args.mode}) -> {args.output}; ends: "
           f"{summary['ends']}; mean {summary['mean_turns']:.1f} turns" + (f"; {summary['failed']} failed" if summary["failed"] else ""))
     return 0

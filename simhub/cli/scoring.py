@@ -6,6 +6,7 @@ import argparse
 
 from simhub.cli.common import (
     add_profile,
+    all_failed,
     check_configured,
     check_output,
     metric_list,
@@ -33,6 +34,8 @@ def _score(args: argparse.Namespace) -> int:
     payload = b"".join(to_json(item.to_dict()) + b"\n" for item in result.items)
     atomic_write_bytes(args.output, payload)
     errors = sum(1 for item in result.items if item.error)
+    if items and errors == len(items):
+        return all_failed("items", len(items), [item.error for item in result.items])
     print(format_summary(result.summary))
     print(f"{len(result.items)} items scored -> {args.output}" + (f" ({errors} with errors)" if errors else ""))
     return 0

@@ -298,7 +298,11 @@ def format_results(results: dict) -> str:
         lines.append(f"{m:<16}{mean:>8}{std:>8}  {ci_text:<18}{s.get('n', 0):>6}")
     failed = results["failures"]["simulation"]
     if failed:
-        lines.append(f"{failed} turns could not be simulated (see scores.jsonl errors)")
+        lines.append(f"{failed} of {results['data']['turns']} turns could not be simulated (see scores.jsonl errors)")
+    unscored = {m: n for m, n in results["failures"].get("scoring", {}).items() if n}
+    if unscored:
+        lines.append("failed to score: " + ", ".join(f"{m} {n} turns" for m, n in unscored.items())
+                     + " (see scores.jsonl null_reasons)")
     return "\n".join(lines)
 
 

@@ -261,9 +261,11 @@ class ChatResult:
 
 @dataclass(frozen=True, slots=True)
 class EndpointFailure:
-    """A request that failed after its retries. ``cause`` is short and secret-free (``HTTP 503``,
-    ``APITimeoutError``, ``malformed response``) so callers can store it beside a null score;
-    ``message`` adds where and after how many attempts."""
+    """A request that failed after its retries. ``cause`` is one secret-free line naming the error
+    and the endpoint (``connection refused at http://127.0.0.1:9/v1``, ``HTTP 503 at
+    https://api.openai.com/v1``), so a null score stored beside it says what to fix; ``message``
+    adds what was asked and after how many attempts. A whole batch still running or ended has the
+    batch's state as its cause (``batch in_progress``)."""
 
     cause: str
     status: int | None
@@ -718,9 +720,9 @@ class OpenAIClient:
         detail = ""
         retry_after: float | None = None
         if isinstance(exc, openai.APITimeoutError):
-            cause, retryable = "APITimeoutError", True
+            cause, retryable = f"no answer within {self.config.timeout_s:g} s", True
         elif isinstance(exc, openai.APIConnectionError):
-            cause, retryable = "APIConnectionError", True
+            cause, retryable = _connection_cause(exc), True
         elif isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             cause, retryable = f"HTTP {status}", status in RETRY_STATUSES or status >= 500
@@ -734,6 +736,7 @@ class OpenAIClient:
         else:
             cause, retryable = type(exc).__name__, False
             log.warning("unexpected %s from %s at %s", cause, what, self._display_url)
+        cause = f"{cause} at {self._display_url}"
         if retryable and attempt <= self.config.max_retries:
             delay = min(self.config.max_backoff_s, self.config.backoff_s * 2 ** (attempt - 1))
             delay *= random.uniform(0.5, 1.0)
@@ -742,7 +745,7 @@ class OpenAIClient:
             self._count(retries=1)
             log.debug("%s at %s: %s, retry %d in %.2fs", what, self._display_url, cause, attempt, delay)
             return _Retry(delay)
-        message = f"{what} at {self._display_url} failed after {attempt} attempt(s): {cause}{detail}"
+        message = f"{what} failed after {attempt} attempt(s): {cause}{detail}"
         log.info("%s", message)
         return EndpointFailure(cause, status, attempt, message)
 
@@ -753,7 +756,7 @@ class OpenAIClient:
         except EndpointError as exc:
             message = f"chat completion at {self._display_url}: {exc.message} (at {exc.field})"
             log.info("%s", message)
-            return EndpointFailure(exc.cause, None, attempts, message)
+            return EndpointFailure(f"{exc.cause} at {self._display_url}", None, attempts, message)
         self._cache_put(key, body)
         return result
 
@@ -931,17 +934,18 @@ class OpenAIClient:
                 continue
             error = line.get("error") if isinstance(line.get("error"), Mapping) else {}
             if isinstance(status, int):
-                cause = f"HTTP {status}"
+                cause = f"HTTP {status} at {self._display_url}"
                 detail = _safe_detail(response.get("body")) if status != 401 else ""
             else:
                 code = error.get("code")
                 cause = code if isinstance(code, str) and _SAFE_TOKEN.fullmatch(code) else "batch error"
+                cause = f"{cause} at {self._display_url}"
                 detail = ""
             answers[key] = EndpointFailure(
                 cause,
                 status if isinstance(status, int) else None,
                 1,
-                f"batch request to {self._display_url} failed: {cause}{detail}",
+                f"batch request failed: {cause}{detail}",
             )
         return answers
 
@@ -1115,6 +1119,28 @@ def _retry_after(headers: Any) -> float | None:
         return float(value) if value is not None else None
     except (TypeError, ValueError, AttributeError):
         return None
+
+
+def _connection_cause(exc: BaseException) -> str:
+    """What the operating system said about a failed connection (``connection refused``, ``host not
+    found``), from the exceptions the SDK wraps; its own text ("Connection error.") says nothing."""
+    import socket
+    import ssl
+
+    seen: BaseException | None = exc
+    for _ in range(8):  # the SDK's, httpx's and httpcore's wrappers, then the socket's error
+        if seen is None:
+            break
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(seen, socket.gaierror):
+            return "host not found"
+        if isinstance(seen, ssl.SSLError):
+            return "TLS handshake failed"
+        if isinstance(seen, OSError) and seen.strerror:
+            return f"connection failed ({seen.strerror.lower()})"
+        seen = seen.__cause__ or seen.__context__
+    return "connection failed"
 
 
 def _safe_detail(body: Any) -> str:

@@ -81,9 +81,9 @@ def test_a_tutor_that_fails_marks_its_dialogues_failed_and_the_run_completes(dat
                  "--max-tokens", "16", "--no-cache"]) == 0
     rollouts = read_jsonl(out / "rollouts.jsonl")
     failed = [r for r in rollouts if r.meta.get("failed")]
-    assert len(failed) == 1 and failed[0].meta["failed"] == "tutor: HTTP 500" and failed[0].meta["end"] == "failed"
+    assert len(failed) == 1 and failed[0].meta["failed"] == f"tutor: HTTP 500 at {fake_openai.base_url}" and failed[0].meta["end"] == "failed"
     summary = json.loads((out / "rollout.json").read_text())
-    assert summary["failed"] == 1 and summary["failures"][0]["cause"] == "tutor: HTTP 500"
+    assert summary["failed"] == 1 and summary["failures"][0]["cause"] == failed[0].meta["failed"]
     assert "1 failed" in capsys.readouterr().out
     # eval-dialogues leaves failed rollouts out and counts them.
     res = tmp_path / "dl"
