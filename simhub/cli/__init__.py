@@ -81,8 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from simhub.cli.common import quiet_transformers
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    quiet_transformers()
     try:
         with _endpoint_cache(args):
             code = args.handler(args)

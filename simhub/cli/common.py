@@ -116,3 +116,64 @@ def check_configured(profile: Profile, metrics: list[str] | None) -> None:
 
     Scorer.from_profile(profile).resolve_metrics(metrics)
 
+
+_TRANSFORMERS_LOGGING = "transformers.utils.logging"
+
+
+def quiet_transformers() -> None:
+    """transformers' own progress bars off (its per-file "Loading weights" and "Writing model shards"),
+    in this process, whenever transformers is imported; simhub's bars and the Hub's download bars stay.
+
+    transformers is imported late, by whichever command needs it, and importing it up front would
+    cost every command seconds (a bad input must fail at once). So the switch is thrown the moment
+    transformers' logging module is first imported, by wrapping that one module's loader.
+    """
+    import sys
+
+    module = sys.modules.get(_TRANSFORMERS_LOGGING)
+    if module is not None:
+        _bars_off(module)
+    elif not any(isinstance(finder, _BarsOffFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _BarsOffFinder())
+
+
+def _bars_off(logging_module) -> None:
+    # transformers' switch also turns the Hub's download bars off; those say something useful, so
+    # they are switched back on when they were on.
+    import contextlib
+
+    hub_bars = None
+    with contextlib.suppress(ImportError):
+        from huggingface_hub import utils as hub_utils
+
+        hub_bars = not hub_utils.are_progress_bars_disabled()
+    logging_module.disable_progress_bar()
+    if hub_bars:
+        hub_utils.enable_progress_bars()
+
+
+class _BarsOffFinder:
+    """A meta-path finder that only watches for transformers' logging module: it finds it as the
+    path finder would, and runs :func:`_bars_off` right after the module has executed."""
+
+    def find_spec(self, name, path, target=None):
+        if name != _TRANSFORMERS_LOGGING:
+            return None
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec(name, path, target)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            import sys
+
+            run(module)
+            _bars_off(module)
+            # Out of the way once done (not from find_spec: the import system is iterating the list then).
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
+
+        spec.loader.exec_module = exec_module
+        return spec
