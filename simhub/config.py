@@ -379,6 +379,10 @@ def profile_path(name_or_path: str | os.PathLike[str], relative_to: Path | None 
     shipped = PROFILE_DIR / f"{text}.yaml"
     if shipped.is_file():
         return shipped
+    if "/" in text or os.sep in text or text.endswith((".yaml", ".yml")):  # meant as a file, not a shipped name
+        where = next((p for p in candidates if p.exists()), None)
+        problem = "is a folder, not a YAML file" if where is not None else "no such file"
+        raise ConfigError(f"profile: {text}: {problem}", field="profile")
     raise UnknownNameError("profile", text, available_profiles(), field="profile")
 
 

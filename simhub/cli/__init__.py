@@ -63,6 +63,22 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
 
+    def add_subparsers(self, **kwargs):
+        """Subcommands whose ``--help`` opens with a description: their one-line help, unless they
+        give a longer one."""
+        action = super().add_subparsers(**kwargs)
+        add_parser = action.add_parser
+
+        def add_with_description(name, **options):
+            text = options.get("help")
+            if text and "description" not in options:
+                text = text.replace("%%", "%")
+                options["description"] = text[0].upper() + text[1:] + ("" if text.endswith(".") else ".")
+            return add_parser(name, **options)
+
+        action.add_parser = add_with_description
+        return action
+
     def error(self, message: str):  # argparse's own usage errors: exit 2, one line, no usage dump
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
@@ -100,6 +116,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if module not in EXTRAS:
             raise
         print(f"simhub: error: {missing_extra_message(module, args.command)}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:  # a path the system refused (permissions, a read-only disk): a message, not a traceback
+        if exc.filename is None:
+            raise
+        print(f"simhub: error: {exc.filename}: {(exc.strerror or str(exc)).lower()}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("simhub: interrupted (finished work is kept; rerun the same command to resume)", file=sys.stderr)

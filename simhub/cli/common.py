@@ -101,13 +101,48 @@ def check_output(path: str | None, *, folder: bool, make_folders: bool = True, f
 def read_dialogues(path: str, field: str = "data") -> list:
     """The dialogues of a JSONL file, read and checked now (before any model is built); an empty
     file is an error, since no command has anything to do with it."""
-    from simhub.errors import DataError
+    from simhub.errors import DataError, SchemaError
+    from simhub.metrics import ScoreItem
     from simhub.schema import read_jsonl
 
-    dialogues = read_jsonl(path)
+    try:
+        dialogues = read_jsonl(path)
+    except SchemaError:
+        if _first_record_is(path, ScoreItem):
+            raise DataError(f"{field}: {path} holds score items ({{dialogue, turn_index, candidate}}), not "
+                            "dialogues; give the dialogue file they were made from", file=str(path), field=field) from None
+        raise
     if not dialogues:
         raise DataError(f"{field}: {path} holds no dialogues", file=str(path), field=field)
     return dialogues
+
+
+def read_score_items(path: str, field: str = "input") -> list:
+    """The score items of a JSONL file; a file of dialogues is named as the wrong kind of file."""
+    from simhub.errors import DataError, SchemaError
+    from simhub.metrics import ScoreItem
+    from simhub.schema import Dialogue, iter_jsonl
+
+    try:
+        return list(iter_jsonl(path, type=ScoreItem))
+    except SchemaError:
+        if _first_record_is(path, Dialogue):
+            raise DataError(f"{field}: {path} holds dialogues, not score items ({{dialogue, turn_index, candidate}} "
+                            "per line); 'simhub data items' makes score items from dialogues",
+                            file=str(path), field=field) from None
+        raise
+
+
+def _first_record_is(path: str, kind: type) -> bool:
+    """Whether the first non-empty line of ``path`` decodes as ``kind`` (to name a wrong kind of file)."""
+    import msgspec
+
+    try:
+        with open(path, "rb") as fh:
+            line = next((raw for raw in fh if raw.strip()), None)
+        return line is not None and msgspec.json.Decoder(type=kind).decode(line) is not None
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return False
 
 
 def check_configured(profile: Profile, metrics: list[str] | None) -> None:

@@ -32,10 +32,10 @@ def _convert_eedi(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
+    from simhub.cli.common import read_dialogues
     from simhub.data.stats import dataset_stats, format_stats
-    from simhub.schema import read_jsonl
 
-    stats = dataset_stats(read_jsonl(args.file))
+    stats = dataset_stats(read_dialogues(args.file, "file"))
     print(json.dumps(stats, indent=2) if args.json else format_stats(stats))
     return 0
 
@@ -86,19 +86,19 @@ def register(sub) -> None:
     p.set_defaults(handler=_convert_eedi)
 
     p = data_sub.add_parser("stats", help="the dataset table of a JSONL file, with label coverage and failures")
-    p.add_argument("file")
+    p.add_argument("file", metavar="FILE", help="dialogues (JSONL, the canonical format)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(handler=_stats)
 
     p = data_sub.add_parser("items", help="score items for every student turn of a JSONL file, with a reference "
                                           "candidate (the input format of simhub score)")
-    p.add_argument("file")
+    p.add_argument("file", metavar="FILE", help="dialogues (JSONL, the canonical format)")
     p.add_argument("--candidate", choices=["previous", "real"], default="previous",
                    help="previous: the student's previous real turn (a floor); real: the real turn (the ceiling)")
-    p.add_argument("--output", required=True)
+    p.add_argument("--output", required=True, help="JSONL of score items to write")
     p.set_defaults(handler=_items)
 
     p = sub.add_parser("tiny", help="build the tiny Llama model kit (tokenizer + checkpoints) the demo runs on")
     p.add_argument("--output", help="folder for the kit (default: $SIMHUB_HOME/tiny)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
     p.set_defaults(handler=_tiny)

@@ -51,7 +51,7 @@ def _backend(choice: str) -> str:
 def _options(args: argparse.Namespace, metrics: list[str] | None = None):
     from simhub.evaluation.runs import EvalOptions, check_options
 
-    options = EvalOptions(metrics=metrics, n_resamples=getattr(args, "bootstrap", 10_000), seed=args.seed,
+    options = EvalOptions(metrics=metrics, n_resamples=getattr(args, "bootstrap", 10_000), seed=getattr(args, "seed", 0),
                           cache_dir=args.cache_dir, no_cache=args.no_cache, chunk_size=args.chunk_size)
     check_options(options)
     return options
@@ -148,8 +148,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="backend of a local simulator: the profile's (default), auto (vLLM's offline engine when a "
                         "GPU and vLLM are there), transformers or vllm")
     p.add_argument("--cache-dir", help="content-addressed cache of generations and scores (default: $SIMHUB_HOME/cache)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="neither read nor write any cache, endpoint answers included: every request is sent")
     p.add_argument("--chunk-size", type=int, default=64,
                    help="turns simulated per batch; each finished batch is cached, so a killed run loses at most one")
 
@@ -165,19 +165,21 @@ def register(sub) -> None:
     p.add_argument("--output", required=True, help="run directory (simulations.jsonl, scores.jsonl, results.json)")
     p.add_argument("--metrics", help="comma-separated metric names (default: all configured)")
     p.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples of dialogues (default 10000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling (default 0)")
     p.set_defaults(handler=_eval)
 
     p = sub.add_parser("compare", help="paired comparison of two runs over the same data")
-    p.add_argument("run_a", metavar="RUN_A")
-    p.add_argument("run_b", metavar="RUN_B")
+    p.add_argument("run_a", metavar="RUN_A", help="a simhub eval run directory")
+    p.add_argument("run_b", metavar="RUN_B", help="another run directory over the same data")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--bootstrap", type=int, default=10_000)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bootstrap", type=int, default=10_000, help="paired bootstrap resamples (default 10000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and permutation tests (default 0)")
     p.set_defaults(handler=_compare)
 
     p = sub.add_parser("report", help="one self-contained HTML page over run directories (the leaderboard)")
-    p.add_argument("runs", nargs="+", metavar="RUN_DIR")
-    p.add_argument("--output", required=True, help="HTML file to write")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR",
+                   help="simhub eval or eval-dialogues run directories, one leaderboard row each")
+    p.add_argument("--output", required=True, help="HTML file to write (its folder must exist)")
     p.add_argument("--title", help="page title")
     p.add_argument("--json", action="store_true", help="also print the table as JSON")
     p.set_defaults(handler=_report)
@@ -289,25 +291,30 @@ def register_dialogue_level(sub) -> None:
     p.add_argument("--temperature", type=float, help="sampling temperature of both sides (default 0.6)")
     p.add_argument("--samples", type=int, default=1, help="rollouts per real dialogue (default 1)")
     p.add_argument("--max-tokens", type=int, default=400, help="new tokens per turn at most (default 400)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="sampling seed of both sides (default 0)")
     p.add_argument("--limit", type=int, help="use the first N dialogues")
-    p.add_argument("--backend", default="profile", choices=["profile", "auto", "transformers", "vllm"])
+    p.add_argument("--backend", default="profile", choices=["profile", "auto", "transformers", "vllm"],
+                   help="backend of local models: the profile's (default), auto, transformers or vllm")
     p.add_argument("--cache-dir", help="content-addressed cache (default: $SIMHUB_HOME/cache)")
-    p.add_argument("--no-cache", action="store_true")
+    p.add_argument("--no-cache", action="store_true",
+                   help="neither read nor write any cache, endpoint answers included")
     p.set_defaults(handler=_rollout)
 
     p = sub.add_parser("eval-dialogues", help="dialogue-level realism of simulated dialogues against the real ones")
     add_profile(p)
     p.add_argument("--real", required=True, help="the real dialogues (JSONL)")
     p.add_argument("--sim", required=True, help="simulated dialogues: a JSONL file or a simhub rollout folder")
-    p.add_argument("--output", required=True, help="folder for results.json")
+    p.add_argument("--output", required=True,
+                   help="folder for dialogue_results.json; a simhub eval run directory is fine (the report then "
+                        "shows both levels for that simulator)")
     p.add_argument("--simulator", help="for tutor_sensitivity (default: the rollout's)")
     p.add_argument("--tutor", help="the tutor of the turn between two simulated turns (default: the rollout's)")
     p.add_argument("--no-sensitivity", action="store_true", help="skip tutor_sensitivity (it runs the simulator)")
     p.add_argument("--sensitivity-prefixes", type=int, default=60, help="real prefixes tutor_sensitivity intervenes on")
     p.add_argument("--max-tokens", type=int, default=200, help="new tokens per simulated turn in tutor_sensitivity")
     p.add_argument("--bootstrap", type=int, default=1000, help="dialogue-bootstrap resamples (default 1000)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and of the sampled prefixes (default 0)")
     p.add_argument("--cache-dir", help="content-addressed cache of labels (default: $SIMHUB_HOME/cache)")
-    p.add_argument("--no-cache", action="store_true")
+    p.add_argument("--no-cache", action="store_true",
+                   help="neither read nor write any cache, endpoint answers included")
     p.set_defaults(handler=_eval_dialogues)

@@ -13,17 +13,17 @@ from simhub.cli.common import (
     metric_models,
     profile_for,
     read_dialogues,
+    read_score_items,
 )
 
 
 def _score(args: argparse.Namespace) -> int:
     from simhub.config import load_profile
-    from simhub.metrics import ScoreItem
-    from simhub.schema import atomic_write_bytes, iter_jsonl, to_json
+    from simhub.schema import atomic_write_bytes, to_json
     from simhub.scoring import Scorer, format_summary
 
     metrics = metric_list(args.metrics)
-    items = list(iter_jsonl(args.input, type=ScoreItem))
+    items = read_score_items(args.input)
     check_output(args.output, folder=False)
     raw = load_profile(args.profile)
     check_configured(raw, metrics)

@@ -93,7 +93,7 @@ def register(sub) -> None:
     p.set_defaults(handler=_dpo)
 
     p = sub.add_parser("publish", help="upload a trained adapter with its model card to the Hub")
-    p.add_argument("model_dir", metavar="MODEL_DIR")
+    p.add_argument("model_dir", metavar="MODEL_DIR", help="a simhub train or dpo output folder")
     p.add_argument("--repo-id", required=True, help="ORG/NAME on the Hub")
     p.add_argument("--private", action="store_true", help="create the repo private")
     p.add_argument("--revision", help="branch to push to (created if missing; default: main)")
@@ -105,7 +105,7 @@ def register(sub) -> None:
     p.set_defaults(handler=_publish)
 
     p = sub.add_parser("pull", help="download a published model into the Hugging Face cache or a folder")
-    p.add_argument("repo_id", metavar="ORG/NAME")
+    p.add_argument("repo_id", metavar="ORG/NAME", help="the model's Hub id")
     p.add_argument("--revision", help="branch, tag or commit")
     p.add_argument("--output-dir", help="copy the files into this folder (default: the HF cache)")
     p.set_defaults(handler=_pull)
