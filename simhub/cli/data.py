@@ -62,11 +62,12 @@ def _items(args: argparse.Namespace) -> int:
 
 def _tiny(args: argparse.Namespace) -> int:
     from simhub.cli.common import check_output
-    from simhub.demo.tiny import build_kit
-    from simhub.provision import tiny_dir
+    from simhub.provision import build_tiny_kit, clean_stale_partials, tiny_dir
 
     check_output(args.output, folder=True)
-    paths = build_kit(args.output or tiny_dir(), seed=args.seed)
+    out = Path(args.output) if args.output else tiny_dir()
+    clean_stale_partials([out.parent])
+    paths = build_tiny_kit(out, seed=args.seed)
     for name, path in paths.items():
         print(f"{name}: {path}")
     return 0
