@@ -442,15 +442,6 @@ def apply_environment(profile: Profile, environ: typing.Mapping[str, str]) -> Pr
     return profile
 
 
-def parse_section(data: Any, tp: type, where: str, path: str = "") -> Any:
-    """Check and type a YAML fragment as ``tp`` (the same rules as a profile); used for recipes' sections."""
-    checked = _normalise(data, tp, path, where)
-    try:
-        return msgspec.convert(checked, tp)
-    except msgspec.ValidationError as exc:
-        raise ConfigError(f"{where}: {exc}", field=path or None) from None
-
-
 def provisioned_refs(profile: Profile) -> list[str]:
     """Every ``tiny:``/``demo:``/``random-lora:`` reference in ``profile`` (what provisioning must build)."""
     found: list[str] = []

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import msgspec
 
-from simhub.config import PROVISIONED_SCHEMES, ModelRef, Profile, provisioned_refs, simhub_home
+from simhub.config import PROVISIONED_SCHEMES, Profile, provisioned_refs, simhub_home
 from simhub.errors import ConfigError, UnknownNameError, require
 
 #: Demo models: ``demo:NAME`` is trained from the shipped recipe ``tiny-NAME``.
@@ -257,11 +257,6 @@ def provision_profile(profile: Profile, on_step: StepCallback | None = _say) -> 
         return done[key]
 
     return _resolve_struct(profile, on_ref)
-
-
-def provision_ref(ref: ModelRef) -> ModelRef:
-    model = resolve_model(ref.model)
-    return msgspec.structs.replace(ref, model=model, adapter=resolve_model(ref.adapter, model) if ref.adapter else None)
 
 
 def resolve_recipe(recipe):

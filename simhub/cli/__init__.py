@@ -16,9 +16,6 @@ from collections.abc import Sequence
 from simhub.errors import EXTRAS, MissingExtraError, SimhubError
 
 EXIT_USAGE = 2
-#: The command ran, but nothing it was asked to do succeeded (every turn failed, say): worth a
-#: non-zero status for scripts, and distinct from bad input.
-EXIT_FAILED = 1
 
 #: Modules that add subcommands: each has ``register(subparsers)`` and sets ``handler`` defaults.
 #: Imported when the parser is built, so they import nothing heavy at module level.
@@ -37,7 +34,7 @@ COMMAND_MODULES = (
 #: when an optional module is missing); commands not listed name the extra of the missing module.
 COMMAND_EXTRAS = {"serve": "serve", "train": "train", "dpo": "train", "tiny": "metrics", "score": "metrics",
                   "kt-cutoffs": "metrics", "prompt": "metrics", "simulate": "metrics", "eval": "metrics",
-                  "annotate": "metrics", "report": "report"}
+                  "annotate": "metrics", "report": "report", "publish": "publish"}
 #: Extras that include others (``train`` installs ``metrics``), so a command's extra can stand for a module's.
 _INCLUDES = {"train": {"metrics"}, "serve": {"metrics"}, "evaluate": {"metrics"}}
 _RST_ROLE = re.compile(r":[\w:]+:`~?([^`]+)`|``([^`]+)``|`([^`]+)`")

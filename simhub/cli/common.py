@@ -6,6 +6,10 @@ import argparse
 
 from simhub.config import Profile
 
+#: The command ran, but nothing it was asked to do succeeded (every turn failed, say): worth a
+#: non-zero status for scripts, and distinct from bad input (2).
+EXIT_FAILED = 1
+
 
 def add_profile(p: argparse.ArgumentParser, default: str = "demo") -> None:
     p.add_argument("--profile", default=default, help=f"profile name or YAML path (default: {default})")
@@ -60,8 +64,6 @@ def causes(errors) -> str:
 def all_failed(what: str, total: int, errors) -> int:
     """Say on stderr that every one of ``total`` things failed, with the causes, and return the exit status."""
     import sys
-
-    from simhub.cli import EXIT_FAILED
 
     print(f"simhub: error: every one of the {total} {what} failed: {causes(errors)}", file=sys.stderr)
     return EXIT_FAILED

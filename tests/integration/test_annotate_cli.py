@@ -571,3 +571,12 @@ def test_agree_compares_two_annotators(unlabelled, labeller, tmp_path, capsys):
     table = capsys.readouterr().out
     assert "dialogues compared: 12 (only in A: 0, only in B:" in table
     assert "Cohen's kappa" in table and "acts 0.73" in table
+
+
+def test_progress_is_a_tqdm_bar_per_stage(unlabelled, labeller, tmp_path, capsys):
+    args = [a for a in annotate_args(unlabelled, tmp_path / "out", labeller, tmp_path / "cache", "--labels", "acts")
+            if a != "--quiet"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"annotate \w+: 100%\|.*\| (\d+)/\1 \[", err), err[-2000:]
+    assert "requests answered" not in err
