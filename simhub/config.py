@@ -389,6 +389,10 @@ def profile_path(name_or_path: str | os.PathLike[str], relative_to: Path | None 
     shipped = PROFILE_DIR / f"{text}.yaml"
     if shipped.is_file():
         return shipped
+    if "/" in text or os.sep in text or text.endswith((".yaml", ".yml")):  # meant as a file, not a shipped name
+        where = next((p for p in candidates if p.exists()), None)
+        problem = "is a folder, not a YAML file" if where is not None else "no such file"
+        raise ConfigError(f"profile: {text}: {problem}", field="profile")
     raise UnknownNameError("profile", text, available_profiles(), field="profile")
 
 
@@ -452,15 +456,6 @@ def apply_environment(profile: Profile, environ: typing.Mapping[str, str]) -> Pr
         b = profile.baselines
         profile = replace(profile, baselines=replace(b, endpoint=moved(b.endpoint, baseline_url, "SIMHUB_BASELINE_API_KEY")))
     return profile
-
-
-def parse_section(data: Any, tp: type, where: str, path: str = "") -> Any:
-    """Check and type a YAML fragment as ``tp`` (the same rules as a profile); used for recipes' sections."""
-    checked = _normalise(data, tp, path, where)
-    try:
-        return msgspec.convert(checked, tp)
-    except msgspec.ValidationError as exc:
-        raise ConfigError(f"{where}: {exc}", field=path or None) from None
 
 
 def provisioned_refs(profile: Profile) -> list[str]:

@@ -1,9 +1,10 @@
 """Exception types, the ground every layer stands on.
 
 Anything deriving from :class:`SimhubError` is the user's to fix: the CLI prints its message and
-exits 2, the service answers 4xx. Every error carries the name of what it is about in ``field``
-(a YAML path such as ``scoring.metrics.acts``, a JSON path such as ``items[3].turn_index``, or a
-parameter name such as ``source``), so callers never parse messages. Messages never carry secrets
+exits 2, the service answers 4xx (a 500 when it is the server's own configuration). Every error
+carries the name of what it is about in ``field`` (a YAML path such as ``scoring.metrics.acts``, a
+JSON path such as ``items[3].turn_index``, or a parameter name such as ``source``), so callers
+never parse messages. Messages never carry secrets
 and never name command-line flags: the library does not know how it was called.
 """
 
@@ -67,7 +68,7 @@ class NotSupportedError(SimhubError):
 
 class EndpointError(SimhubError):
     """A remote endpoint failed after its retries. ``cause`` is a short, secret-free description
-    (``HTTP 503``, ``ConnectTimeout``); ``status`` the HTTP status when there was one."""
+    (``HTTP 503 at https://host/v1``, ``malformed response``); ``status`` the HTTP status when there was one."""
 
     def __init__(self, message: str, *, cause: str, status: int | None = None, field: str | None = None):
         super().__init__(message, field=field)
@@ -99,7 +100,7 @@ EXTRAS: dict[str, str] = {
     "prometheus_client": "serve",
     "vllm": "vllm",
     "matplotlib": "report",
-    "scipy": "metrics",
+    "jinja2": "publish",
     "pyarrow": "parquet",
 }
 

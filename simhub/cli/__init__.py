@@ -7,6 +7,7 @@ Bad input (a missing file, a malformed row, an unknown option, a missing extra) 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import re
 import sys
@@ -34,7 +35,7 @@ COMMAND_MODULES = (
 #: when an optional module is missing); commands not listed name the extra of the missing module.
 COMMAND_EXTRAS = {"serve": "serve", "train": "train", "dpo": "train", "tiny": "metrics", "smol": "metrics", "score": "metrics",
                   "kt-cutoffs": "metrics", "prompt": "metrics", "simulate": "metrics", "eval": "metrics",
-                  "annotate": "metrics", "report": "report"}
+                  "annotate": "metrics", "report": "report", "publish": "publish"}
 #: Extras that include others (``train`` installs ``metrics``), so a command's extra can stand for a module's.
 _INCLUDES = {"train": {"metrics"}, "serve": {"metrics"}, "evaluate": {"metrics"}}
 _RST_ROLE = re.compile(r":[\w:]+:`~?([^`]+)`|``([^`]+)``|`([^`]+)`")
@@ -60,6 +61,22 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
 
+    def add_subparsers(self, **kwargs):
+        """Subcommands whose ``--help`` opens with a description: their one-line help, unless they
+        give a longer one."""
+        action = super().add_subparsers(**kwargs)
+        add_parser = action.add_parser
+
+        def add_with_description(name, **options):
+            text = options.get("help")
+            if text and "description" not in options:
+                text = text.replace("%%", "%")
+                options["description"] = text[0].upper() + text[1:] + ("" if text.endswith(".") else ".")
+            return add_parser(name, **options)
+
+        action.add_parser = add_with_description
+        return action
+
     def error(self, message: str):  # argparse's own usage errors: exit 2, one line, no usage dump
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
@@ -78,10 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from simhub.cli.common import quiet_transformers
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    quiet_transformers()
     try:
-        code = args.handler(args)
+        with _endpoint_cache(args):
+            code = args.handler(args)
     except MissingExtraError as exc:
         print(f"simhub: error: {missing_extra_message(exc.field or '', args.command)}", file=sys.stderr)
         return EXIT_USAGE
@@ -94,10 +115,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"simhub: error: {missing_extra_message(module, args.command)}", file=sys.stderr)
         return EXIT_USAGE
+    except OSError as exc:  # a path the system refused (permissions, a read-only disk): a message, not a traceback
+        if exc.filename is None:
+            raise
+        print(f"simhub: error: {exc.filename}: {(exc.strerror or str(exc)).lower()}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("simhub: interrupted (finished work is kept; rerun the same command to resume)", file=sys.stderr)
         return 130
     return int(code or 0)
+
+
+def _endpoint_cache(args: argparse.Namespace) -> contextlib.AbstractContextManager:
+    """``--no-cache`` reaches the OpenAI-compatible clients too: their stored answers are a cache like
+    the others, and a run that reads them measures the cache, not the endpoint."""
+    if not getattr(args, "no_cache", False):
+        return contextlib.nullcontext()
+    from simhub.models.openai import response_cache_off
+
+    return response_cache_off()
 
 
 def missing_extra_message(module: str, command: str | None) -> str:

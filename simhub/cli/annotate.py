@@ -26,8 +26,24 @@ cached under $SIMHUB_HOME/cache/annotation: a killed run resumes where it stoppe
 rerun sends nothing. 'simhub annotate agree A B' compares two annotators on the same dialogues."""
 
 
-def _progress(stage: str, done: int, total: int) -> None:
-    print(f"annotate: {stage}: {done}/{total} requests answered", file=sys.stderr, flush=True)
+class _Progress:
+    """A tqdm bar per labelling stage, fed by the labeller's ``(stage, done, total)`` reports."""
+
+    def __init__(self) -> None:
+        self.bars: dict[str, object] = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        from tqdm.auto import tqdm
+
+        bar = self.bars.get(stage)
+        if bar is None:
+            bar = self.bars[stage] = tqdm(total=total, desc=f"annotate {stage}", unit="req", dynamic_ncols=True)
+        bar.total = total
+        bar.update(done - bar.n)
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
 
 
 def _annotate(args: argparse.Namespace) -> int:
@@ -37,6 +53,9 @@ def _annotate(args: argparse.Namespace) -> int:
     if missing:
         raise ConfigError(f"annotate needs {', '.join(missing)} (or use: simhub annotate agree DIR_A DIR_B)",
                           field=missing[0].removeprefix("--"))
+    from simhub.cli.common import check_output
+
+    check_output(args.output, folder=True)
     from simhub.annotation import (
         CHARS_PER_TOKEN,
         AnnotationSettings,
@@ -67,9 +86,13 @@ def _annotate(args: argparse.Namespace) -> int:
         print(f"total: {plan.total_requests} requests, ~{plan.prompt_tokens:,} prompt tokens (characters / "
               f"{CHARS_PER_TOKEN}){cap}; cached answers will not be sent again")
         return 0
-    with OpenAIClient(config) as client:
-        report = annotate_splits(splits, args.output, client, settings, annotator=args.annotator,
-                                 progress=None if args.quiet else _progress)
+    progress = None if args.quiet else _Progress()
+    try:
+        with OpenAIClient(config) as client:
+            report = annotate_splits(splits, args.output, client, settings, annotator=args.annotator, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
     for split, path in report.files.items():
         failed = report.failed(split)
         note = f" (failed: {', '.join(f'{k} {v}' for k, v in failed.items())})" if failed else ""
@@ -79,6 +102,11 @@ def _annotate(args: argparse.Namespace) -> int:
         causes = "; ".join(f"{cause} {n}" for cause, n in report.causes.most_common())
         print(f"failed labels: {report.failed_total} dialogue label(s)" + (f" (request failures: {causes})" if causes
               else "") + "; rerun the same command to retry them", file=sys.stderr)
+        if not report.made and not report.waiting:
+            from simhub.cli.common import EXIT_FAILED
+
+            print("simhub: error: no label was made", file=sys.stderr)
+            return EXIT_FAILED
     return 0
 
 
@@ -123,7 +151,7 @@ def register(sub) -> None:
     p.add_argument("--hash-ids", action="store_true",
                    help="derive keys for dialogue ids that are not '<QuestionId>-<InterventionId>' (the original id "
                         "goes to a dialogue_id column)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(handler=_annotate)
 
     inner = p.add_subparsers(dest="annotate_command", title="subcommand", metavar="agree DIR_A DIR_B",

@@ -8,9 +8,11 @@ from pathlib import Path
 
 
 def _convert_eedi(args: argparse.Namespace) -> int:
+    from simhub.cli.common import check_output
     from simhub.data.eedi import SPLITS, load_eedi
     from simhub.schema import atomic_write_bytes, to_json
 
+    check_output(args.output, folder=True)
     corpus = load_eedi(args.source, args.annotations, annotator=args.annotator, revision=args.revision)
     out = Path(args.output)
     # Encode all splits before writing any, so an error leaves no partial output.
@@ -30,21 +32,23 @@ def _convert_eedi(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
+    from simhub.cli.common import read_dialogues
     from simhub.data.stats import dataset_stats, format_stats
-    from simhub.schema import read_jsonl
 
-    stats = dataset_stats(read_jsonl(args.file))
+    stats = dataset_stats(read_dialogues(args.file, "file"))
     print(json.dumps(stats, indent=2) if args.json else format_stats(stats))
     return 0
 
 
 def _items(args: argparse.Namespace) -> int:
     """Score items of every student turn with a reference simulator's candidate (previous or real turn)."""
+    from simhub.cli.common import check_output
     from simhub.metrics import ScoreItem
     from simhub.schema import atomic_write_bytes, read_jsonl, to_json
     from simhub.simulation import Target
     from simhub.simulation.reference import ReferenceSimulator
 
+    check_output(args.output, folder=False)
     simulator = ReferenceSimulator(f"reference:{'real' if args.candidate == 'real' else 'previous-turn'}")
     lines = []
     for dialogue in read_jsonl(args.file):
@@ -57,10 +61,13 @@ def _items(args: argparse.Namespace) -> int:
 
 
 def _tiny(args: argparse.Namespace) -> int:
-    from simhub.demo.tiny import build_kit
-    from simhub.provision import tiny_dir
+    from simhub.cli.common import check_output
+    from simhub.provision import build_tiny_kit, clean_stale_partials, tiny_dir
 
-    paths = build_kit(args.output or tiny_dir(), seed=args.seed)
+    check_output(args.output, folder=True)
+    out = Path(args.output) if args.output else tiny_dir()
+    clean_stale_partials([out.parent])
+    paths = build_tiny_kit(out, seed=args.seed)
     for name, path in paths.items():
         print(f"{name}: {path}")
     return 0
@@ -88,16 +95,16 @@ def register(sub) -> None:
     p.set_defaults(handler=_convert_eedi)
 
     p = data_sub.add_parser("stats", help="the dataset table of a JSONL file, with label coverage and failures")
-    p.add_argument("file")
+    p.add_argument("file", metavar="FILE", help="dialogues (JSONL, the canonical format)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(handler=_stats)
 
     p = data_sub.add_parser("items", help="score items for every student turn of a JSONL file, with a reference "
                                           "candidate (the input format of simhub score)")
-    p.add_argument("file")
+    p.add_argument("file", metavar="FILE", help="dialogues (JSONL, the canonical format)")
     p.add_argument("--candidate", choices=["previous", "real"], default="previous",
                    help="previous: the student's previous real turn (a floor); real: the real turn (the ceiling)")
-    p.add_argument("--output", required=True)
+    p.add_argument("--output", required=True, help="JSONL of score items to write")
     p.set_defaults(handler=_items)
 
     p = sub.add_parser("smol", help="provision SmolLM2-135M-Instruct (smol:135m-instruct), a real instruct Llama, "
@@ -111,5 +118,5 @@ def register(sub) -> None:
 
     p = sub.add_parser("tiny", help="build the tiny Llama model kit (tokenizer + checkpoints) the demo runs on")
     p.add_argument("--output", help="folder for the kit (default: $SIMHUB_HOME/tiny)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
     p.set_defaults(handler=_tiny)

@@ -13,7 +13,16 @@ import argparse
 import json
 import sys
 
-from simhub.cli.common import add_profile, metric_list, metric_models
+from simhub.cli.common import (
+    add_profile,
+    all_failed,
+    causes,
+    check_configured,
+    check_output,
+    metric_list,
+    metric_models,
+    read_dialogues,
+)
 
 
 def _simulator(args: argparse.Namespace, metrics: list[str] | None = None, loaded=None):
@@ -42,7 +51,7 @@ def _backend(choice: str) -> str:
 def _options(args: argparse.Namespace, metrics: list[str] | None = None):
     from simhub.evaluation.runs import EvalOptions, check_options
 
-    options = EvalOptions(metrics=metrics, n_resamples=getattr(args, "bootstrap", 10_000), seed=args.seed,
+    options = EvalOptions(metrics=metrics, n_resamples=getattr(args, "bootstrap", 10_000), seed=getattr(args, "seed", 0),
                           cache_dir=args.cache_dir, no_cache=args.no_cache, chunk_size=args.chunk_size)
     check_options(options)
     return options
@@ -50,15 +59,20 @@ def _options(args: argparse.Namespace, metrics: list[str] | None = None):
 
 def _simulate(args: argparse.Namespace) -> int:
     from simhub.evaluation.runs import _caches, simulate, student_targets
-    from simhub.schema import read_jsonl, write_jsonl
+    from simhub.schema import write_jsonl
 
-    targets = student_targets(read_jsonl(args.data), args.data)
-    _, simulator = _simulator(args)
-    generations, _ = _caches(_options(args))
+    targets = student_targets(read_dialogues(args.data), args.data)
+    options = _options(args)
+    check_output(args.output, folder=False)
+    _, simulator = _simulator(args, metrics=[])  # simulating needs no metric model: build none
+    generations, _ = _caches(options)
     records = simulate(simulator, targets, cache=generations, chunk_size=args.chunk_size)
     write_jsonl(args.output, records)
-    failed = sum(1 for r in records if r["candidate"] is None)
-    print(f"{len(records)} turns simulated by {simulator.id} -> {args.output}" + (f" ({failed} failed)" if failed else ""))
+    errors = [r.get("error") for r in records if r["candidate"] is None]
+    if records and len(errors) == len(records):
+        return all_failed("turns", len(records), errors)
+    print(f"{len(records)} turns simulated by {simulator.id} -> {args.output}"
+          + (f" ({len(errors)} failed: {causes(errors)})" if errors else ""))
     return 0
 
 
@@ -66,16 +80,43 @@ def _eval(args: argparse.Namespace) -> int:
     import msgspec
 
     from simhub.config import load_profile
-    from simhub.evaluation.runs import format_results, run_eval
+    from simhub.evaluation.runs import format_results, run_eval, student_targets
     from simhub.simulation import build_simulator
 
+    # Every input is read and checked before a model is built: a demo profile's first build trains for minutes.
     metrics = metric_list(args.metrics)
+    options = _options(args, metrics)
     raw = load_profile(args.profile)
+    check_configured(raw, metrics)
+    student_targets(read_dialogues(args.data), args.data)
+    check_output(args.output, folder=True)
     profile, simulator = _simulator(args, metrics=metric_models(metrics), loaded=raw)
     record = {"simulator": build_simulator(args.simulator, raw).config_record(), "scoring": msgspec.to_builtins(raw.scoring)}
-    results = run_eval(profile, simulator, args.data, args.output, _options(args, metrics), record=record)
+    results = run_eval(profile, simulator, args.data, args.output, options, record=record)
     print(format_results(results))
     print(f"run -> {args.output}")
+    return _eval_status(results, args.output)
+
+
+def _eval_status(results: dict, output: str) -> int:
+    """Non-zero when nothing was measured: every turn failed to simulate, or every turn a metric
+    tried to score failed (an endpoint down), rather than a table of dashes with status 0."""
+    from pathlib import Path
+
+    from simhub.evaluation.runs import SIMULATIONS
+
+    turns = results["data"]["turns"]
+    if turns and results["failures"]["simulation"] == turns:
+        lines = [json.loads(line) for line in (Path(output) / SIMULATIONS).read_text().splitlines() if line.strip()]
+        return all_failed("turns", turns, [r.get("error") for r in lines])
+    dead = [m for m, n in results["failures"]["scoring"].items() if n and not results["metrics"][m].get("n")]
+    if dead:
+        from simhub.evaluation.rundir import SCORES_FILE
+
+        lines = [json.loads(line) for line in (Path(output) / SCORES_FILE).read_text().splitlines() if line.strip()]
+        reasons = [(line.get("details") or {}).get("null_reasons", {}).get(dead[0]) for line in lines]
+        return all_failed(f"turns scored for {', '.join(dead)}", results["failures"]["scoring"][dead[0]],
+                          [r for r in reasons if r and "failed" in r])
     return 0
 
 
@@ -90,6 +131,7 @@ def _compare(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from simhub.evaluation.report import load_run, table1_data, write_report
 
+    check_output(args.output, folder=False, make_folders=False)
     runs = [load_run(d) for d in args.runs]
     path = write_report(runs, args.output, title=args.title)
     if args.json:
@@ -106,8 +148,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="backend of a local simulator: the profile's (default), auto (vLLM's offline engine when a "
                         "GPU and vLLM are there), transformers or vllm")
     p.add_argument("--cache-dir", help="content-addressed cache of generations and scores (default: $SIMHUB_HOME/cache)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="neither read nor write any cache, endpoint answers included: every request is sent")
     p.add_argument("--chunk-size", type=int, default=64,
                    help="turns simulated per batch; each finished batch is cached, so a killed run loses at most one")
 
@@ -123,19 +165,21 @@ def register(sub) -> None:
     p.add_argument("--output", required=True, help="run directory (simulations.jsonl, scores.jsonl, results.json)")
     p.add_argument("--metrics", help="comma-separated metric names (default: all configured)")
     p.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples of dialogues (default 10000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling (default 0)")
     p.set_defaults(handler=_eval)
 
     p = sub.add_parser("compare", help="paired comparison of two runs over the same data")
-    p.add_argument("run_a", metavar="RUN_A")
-    p.add_argument("run_b", metavar="RUN_B")
+    p.add_argument("run_a", metavar="RUN_A", help="a simhub eval run directory")
+    p.add_argument("run_b", metavar="RUN_B", help="another run directory over the same data")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--bootstrap", type=int, default=10_000)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bootstrap", type=int, default=10_000, help="paired bootstrap resamples (default 10000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and permutation tests (default 0)")
     p.set_defaults(handler=_compare)
 
     p = sub.add_parser("report", help="one self-contained HTML page over run directories (the leaderboard)")
-    p.add_argument("runs", nargs="+", metavar="RUN_DIR")
-    p.add_argument("--output", required=True, help="HTML file to write")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR",
+                   help="simhub eval or eval-dialogues run directories, one leaderboard row each")
+    p.add_argument("--output", required=True, help="HTML file to write (its folder must exist)")
     p.add_argument("--title", help="page title")
     p.add_argument("--json", action="store_true", help="also print the table as JSON")
     p.set_defaults(handler=_report)
@@ -149,19 +193,23 @@ def register(sub) -> None:
 def _rollout(args: argparse.Namespace) -> int:
     from simhub.cli.common import profile_for
     from simhub.config import load_profile
-    from simhub.errors import UnknownNameError
+    from simhub.errors import ConfigError, UnknownNameError
     from simhub.evaluation.rollout import RolloutOptions, rollout, write_rollouts
-    from simhub.schema import read_jsonl
     from simhub.simulation import build_simulator, load_options
     from simhub.simulation.tutor import build_tutor, tutor_names
 
+    for name in ("max_turns", "samples", "max_tokens", "limit"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ConfigError(f"{name}: must be at least 1, got {value}", field=name)
     raw = load_profile(args.profile)
     if args.tutor not in tutor_names(raw):
         raise UnknownNameError("tutor", args.tutor, tutor_names(raw), field="tutor")
-    profile = profile_for(args, metrics=[], simulators=[args.simulator], tutors=[args.tutor])
-    dialogues = read_jsonl(args.data)
+    dialogues = read_dialogues(args.data)
     if args.limit:
         dialogues = dialogues[: args.limit]
+    check_output(args.output, folder=True)
+    profile = profile_for(args, metrics=[], simulators=[args.simulator], tutors=[args.tutor], loaded=raw)
     force = None if args.backend == "profile" else _backend(args.backend)
     simulator = build_simulator(args.simulator, profile, force_backend=force)
     tutor = build_tutor(args.tutor, profile, load_options(profile, backend=force), mode=args.mode)
@@ -173,6 +221,8 @@ def _rollout(args: argparse.Namespace) -> int:
             "mode": args.mode, "samples": args.samples, "seed": args.seed, "max_turns": args.max_turns,
             "temperature": temperature}
     summary = write_rollouts(rollouts, args.output, info)
+    if summary["rollouts"] and summary["failed"] == summary["rollouts"]:
+        return all_failed("rollouts", summary["rollouts"], [d.meta.get("failed") for d in rollouts])
     print(f"{summary['rollouts']} rollouts ({args.samples} per dialogue, {args.mode}) -> {args.output}; ends: "
           f"{summary['ends']}; mean {summary['mean_turns']:.1f} turns" + (f"; {summary['failed']} failed" if summary["failed"] else ""))
     return 0
@@ -181,19 +231,29 @@ def _rollout(args: argparse.Namespace) -> int:
 def _eval_dialogues(args: argparse.Namespace) -> int:
     from simhub.cli.common import profile_for
     from simhub.config import load_profile
-    from simhub.evaluation.dialogue_eval import DialogueEvalOptions, eval_dialogues, load_sim, write_results
-    from simhub.schema import read_jsonl
+    from simhub.errors import ConfigError
+    from simhub.evaluation.dialogue_eval import (
+        DialogueEvalOptions,
+        check_inputs,
+        eval_dialogues,
+        load_sim,
+        write_results,
+    )
     from simhub.simulation import build_simulator, load_options
     from simhub.simulation.tutor import build_tutor
 
-    real = read_jsonl(args.real)
+    real = read_dialogues(args.real, "real")
     sim, info = load_sim(args.sim)
+    check_inputs(real, sim)
+    if args.bootstrap < 100:
+        raise ConfigError("bootstrap: use at least 100 resamples", field="bootstrap")
+    check_output(args.output, folder=True)
     simulator_name = args.simulator or info.get("simulator")
     tutor_name = args.tutor or info.get("tutor")
     raw = load_profile(args.profile)
     want_sensitivity = simulator_name is not None and not args.no_sensitivity
     profile = profile_for(args, simulators=[simulator_name] if want_sensitivity else [],
-                          tutors=[tutor_name] if want_sensitivity and tutor_name in raw.tutors else [])
+                          tutors=[tutor_name] if want_sensitivity and tutor_name in raw.tutors else [], loaded=raw)
     simulator = tutor = None
     if want_sensitivity:
         simulator = build_simulator(simulator_name, profile)
@@ -231,25 +291,30 @@ def register_dialogue_level(sub) -> None:
     p.add_argument("--temperature", type=float, help="sampling temperature of both sides (default 0.6)")
     p.add_argument("--samples", type=int, default=1, help="rollouts per real dialogue (default 1)")
     p.add_argument("--max-tokens", type=int, default=400, help="new tokens per turn at most (default 400)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="sampling seed of both sides (default 0)")
     p.add_argument("--limit", type=int, help="use the first N dialogues")
-    p.add_argument("--backend", default="profile", choices=["profile", "auto", "transformers", "vllm"])
+    p.add_argument("--backend", default="profile", choices=["profile", "auto", "transformers", "vllm"],
+                   help="backend of local models: the profile's (default), auto, transformers or vllm")
     p.add_argument("--cache-dir", help="content-addressed cache (default: $SIMHUB_HOME/cache)")
-    p.add_argument("--no-cache", action="store_true")
+    p.add_argument("--no-cache", action="store_true",
+                   help="neither read nor write any cache, endpoint answers included")
     p.set_defaults(handler=_rollout)
 
     p = sub.add_parser("eval-dialogues", help="dialogue-level realism of simulated dialogues against the real ones")
     add_profile(p)
     p.add_argument("--real", required=True, help="the real dialogues (JSONL)")
     p.add_argument("--sim", required=True, help="simulated dialogues: a JSONL file or a simhub rollout folder")
-    p.add_argument("--output", required=True, help="folder for results.json")
+    p.add_argument("--output", required=True,
+                   help="folder for dialogue_results.json; a simhub eval run directory is fine (the report then "
+                        "shows both levels for that simulator)")
     p.add_argument("--simulator", help="for tutor_sensitivity (default: the rollout's)")
     p.add_argument("--tutor", help="the tutor of the turn between two simulated turns (default: the rollout's)")
     p.add_argument("--no-sensitivity", action="store_true", help="skip tutor_sensitivity (it runs the simulator)")
     p.add_argument("--sensitivity-prefixes", type=int, default=60, help="real prefixes tutor_sensitivity intervenes on")
     p.add_argument("--max-tokens", type=int, default=200, help="new tokens per simulated turn in tutor_sensitivity")
     p.add_argument("--bootstrap", type=int, default=1000, help="dialogue-bootstrap resamples (default 1000)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and of the sampled prefixes (default 0)")
     p.add_argument("--cache-dir", help="content-addressed cache of labels (default: $SIMHUB_HOME/cache)")
-    p.add_argument("--no-cache", action="store_true")
+    p.add_argument("--no-cache", action="store_true",
+                   help="neither read nor write any cache, endpoint answers included")
     p.set_defaults(handler=_eval_dialogues)

@@ -69,10 +69,10 @@ def _show(args: argparse.Namespace) -> int:
     if args.model is None and args.simulator is None:
         raise ConfigError("simulator: name a simulator, or a metric model with model", field="simulator")
     needs = [METRIC_MODELS[args.model]] if args.model else []
-    profile = profile_for(args, metrics=needs, simulators=[args.simulator] if args.simulator else [], tutors=[])
     dialogue = _dialogue(args.data, args.dialogue)
     turn = args.turn
     dialogue.check_student_turn(turn, "turn")
+    profile = profile_for(args, metrics=needs, simulators=[args.simulator] if args.simulator else [], tutors=[])
     if args.training:
         print(training_text(args, profile, dialogue, turn))
         return 0

@@ -4,36 +4,51 @@ from __future__ import annotations
 
 import argparse
 
-from simhub.cli.common import add_profile, metric_list, metric_models, profile_for
+from simhub.cli.common import (
+    add_profile,
+    all_failed,
+    check_configured,
+    check_output,
+    metric_list,
+    metric_models,
+    profile_for,
+    read_dialogues,
+    read_score_items,
+)
 
 
 def _score(args: argparse.Namespace) -> int:
-    from simhub.metrics import ScoreItem
-    from simhub.schema import atomic_write_bytes, iter_jsonl, to_json
+    from simhub.config import load_profile
+    from simhub.schema import atomic_write_bytes, to_json
     from simhub.scoring import Scorer, format_summary
 
     metrics = metric_list(args.metrics)
-    items = list(iter_jsonl(args.input, type=ScoreItem))
-    profile = profile_for(args, metrics=metric_models(metrics), simulators=[], tutors=[])
+    items = read_score_items(args.input)
+    check_output(args.output, folder=False)
+    raw = load_profile(args.profile)
+    check_configured(raw, metrics)
+    profile = profile_for(args, metrics=metric_models(metrics), simulators=[], tutors=[], loaded=raw)
     scorer = Scorer.from_profile(profile)
     scorer.load(metrics)  # now, so a missing extra stops the command instead of nulling every score
     result = scorer.score(items, metrics, progress=True)
     payload = b"".join(to_json(item.to_dict()) + b"\n" for item in result.items)
     atomic_write_bytes(args.output, payload)
     errors = sum(1 for item in result.items if item.error)
+    if items and errors == len(items):
+        return all_failed("items", len(items), [item.error for item in result.items])
     print(format_summary(result.summary))
     print(f"{len(result.items)} items scored -> {args.output}" + (f" ({errors} with errors)" if errors else ""))
     return 0
 
 
 def _kt_cutoffs(args: argparse.Namespace) -> int:
-    from simhub.schema import read_jsonl
     from simhub.scoring.cutoffs import compute_reference_cutoffs
 
-    profile = profile_for(args, metrics=["knowledge"], simulators=[], tutors=[])
-    dialogues = read_jsonl(args.data)
+    dialogues = read_dialogues(args.data)
     if args.limit:
         dialogues = dialogues[: args.limit]
+    check_output(args.output, folder=False)
+    profile = profile_for(args, metrics=["knowledge"], simulators=[], tutors=[])
     path, cutoffs, count = compute_reference_cutoffs(profile, dialogues, args.output, source=str(args.data))
     print(f"cutoffs {[round(float(c), 6) for c in cutoffs]} from {count} real deltas -> {path}")
     return 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from simhub.cli.common import check_output
 from simhub.errors import ConfigError
 
 
@@ -29,6 +30,7 @@ def _train(args: argparse.Namespace) -> int:
 
     if load_recipe(args.recipe, args.set or []).kind == "student-dpo":
         return _dpo(args)
+    check_output(args.output_dir, folder=True, field="output_dir")
     train(_recipe(args), args.output_dir, resume=args.resume)
     return 0
 
@@ -36,11 +38,14 @@ def _train(args: argparse.Namespace) -> int:
 def _dpo(args: argparse.Namespace) -> int:
     from simhub.config import load_profile
     from simhub.provision import provision_profile, restrict
+    from simhub.training import load_recipe
     from simhub.training.dpo import run_dpo
 
-    recipe = _recipe(args)
-    if recipe.kind != "student-dpo":
-        raise ConfigError(f"{args.recipe}: kind is {recipe.kind!r}; simhub dpo needs a student-dpo recipe", field="kind")
+    kind = load_recipe(args.recipe, args.set or []).kind
+    if kind != "student-dpo":
+        raise ConfigError(f"{args.recipe}: kind is {kind!r}; simhub dpo needs a student-dpo recipe", field="kind")
+    check_output(args.output_dir, folder=True, field="output_dir")
+    recipe = _recipe(args)  # builds a provisioned base model: after every check
     profile = load_profile(recipe.dpo.scoring_profile)
     if recipe.dpo.reward_metrics is not None:
         from simhub.cli.common import metric_models
@@ -88,7 +93,7 @@ def register(sub) -> None:
     p.set_defaults(handler=_dpo)
 
     p = sub.add_parser("publish", help="upload a trained adapter with its model card to the Hub")
-    p.add_argument("model_dir", metavar="MODEL_DIR")
+    p.add_argument("model_dir", metavar="MODEL_DIR", help="a simhub train or dpo output folder")
     p.add_argument("--repo-id", required=True, help="ORG/NAME on the Hub")
     p.add_argument("--private", action="store_true", help="create the repo private")
     p.add_argument("--revision", help="branch to push to (created if missing; default: main)")
@@ -100,7 +105,7 @@ def register(sub) -> None:
     p.set_defaults(handler=_publish)
 
     p = sub.add_parser("pull", help="download a published model into the Hugging Face cache or a folder")
-    p.add_argument("repo_id", metavar="ORG/NAME")
+    p.add_argument("repo_id", metavar="ORG/NAME", help="the model's Hub id")
     p.add_argument("--revision", help="branch, tag or commit")
     p.add_argument("--output-dir", help="copy the files into this folder (default: the HF cache)")
     p.set_defaults(handler=_pull)

@@ -97,6 +97,19 @@ def _real_of(sim: Sequence[Dialogue], real: Sequence[Dialogue]) -> list[str]:
     return out
 
 
+def check_inputs(real: Sequence[Dialogue], sim: Sequence[Dialogue]) -> None:
+    """Refuse real and simulated dialogues that :func:`eval_dialogues` cannot compare (a DataError),
+    so a caller can check them before it builds any model. Failed rollouts are left out, as there."""
+    _checked(real, [d for d in sim if not (d.meta and d.meta.get("failed"))])
+
+
+def _checked(real: Sequence[Dialogue], sim: Sequence[Dialogue]) -> list[str]:
+    dm.check_same_questions(real, sim)
+    if len(real) < 2:
+        raise DataError(f"real: {len(real)} dialogue(s); a dialogue-bootstrap CI needs at least two", field="real")
+    return _real_of(sim, real)
+
+
 class Labeller:
     """Labels single student turns (act; correctness) with the profile's models, cached by content."""
 
@@ -427,10 +440,7 @@ def eval_dialogues(profile: Profile, real: list[Dialogue], sim: list[Dialogue], 
     options = options or DialogueEvalOptions()
     failed = [d for d in sim if d.meta and d.meta.get("failed")]
     sim = [d for d in sim if not (d.meta and d.meta.get("failed"))]
-    dm.check_same_questions(real, sim)
-    if len(real) < 2:
-        raise DataError(f"real: {len(real)} dialogue(s); a dialogue-bootstrap CI needs at least two", field="real")
-    real_ids = _real_of(sim, real)
+    real_ids = _checked(real, sim)
     cache = None if options.no_cache else ContentCache(cache_root(options.cache_dir), "labels")
     labeller = Labeller(profile, cache)
     bar = tqdm(total=5, desc="eval-dialogues", disable=not options.progress)

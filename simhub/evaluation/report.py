@@ -385,14 +385,9 @@ def _provenance(run: Run, name: str) -> str:
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
+    from simhub import __version__
 
-        return version("simhub")
-    except Exception:  # not installed as a distribution (running from a source tree)
-        import simhub
-
-        return getattr(simhub, "__version__", "unknown")
+    return __version__
 
 
 def _render_figure(spec: FigureSpec, ctx: ReportContext) -> str:

@@ -134,9 +134,18 @@ def run_eval(profile: Profile, simulator: Simulator, data: str | os.PathLike[str
     ``profile`` must be provisioned (concrete model references). ``record`` is what ``results.json``
     says about the configuration (by default the simulator's and the profile's scoring section; the
     command line passes them as written, with Hub ids and ``demo:`` names instead of local folders).
-    Returns ``results.json``'s content.
+    Returns ``results.json``'s content. ``options.no_cache`` also keeps endpoint clients off their
+    response caches for the run.
     """
+    from simhub.models.openai import response_cache_off
+
     options = options or EvalOptions()
+    with response_cache_off(options.no_cache):
+        return _run_eval(profile, simulator, data, output, options, record)
+
+
+def _run_eval(profile: Profile, simulator: Simulator, data: str | os.PathLike[str], output: str | os.PathLike[str],
+              options: EvalOptions, record: dict | None) -> dict:
     data, output = Path(data), Path(output)
     dialogues = read_jsonl(data)
     targets = student_targets(dialogues, str(data))
@@ -289,7 +298,11 @@ def format_results(results: dict) -> str:
         lines.append(f"{m:<16}{mean:>8}{std:>8}  {ci_text:<18}{s.get('n', 0):>6}")
     failed = results["failures"]["simulation"]
     if failed:
-        lines.append(f"{failed} turns could not be simulated (see scores.jsonl errors)")
+        lines.append(f"{failed} of {results['data']['turns']} turns could not be simulated (see scores.jsonl errors)")
+    unscored = {m: n for m, n in results["failures"].get("scoring", {}).items() if n}
+    if unscored:
+        lines.append("failed to score: " + ", ".join(f"{m} {n} turns" for m, n in unscored.items())
+                     + " (see scores.jsonl null_reasons)")
     return "\n".join(lines)
 
 

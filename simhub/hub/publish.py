@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from simhub.errors import ConfigError
+from simhub.errors import ConfigError, require
 
 CARD_DIR = Path(__file__).resolve().parent.parent / "resources" / "cards"
 DATASET_ID = "Eedi/Question-Anchored-Tutoring-Dialogues-2k"
@@ -189,7 +189,7 @@ def _runs_table(runs: list[dict]) -> str:
 
 
 def _render(data: dict[str, Any]) -> str:
-    import jinja2
+    jinja2 = require("jinja2", "publish")
 
     template = jinja2.Template((CARD_DIR / data["template"]).read_text(), keep_trailing_newline=True)
     return template.render(**data)

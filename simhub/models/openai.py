@@ -17,7 +17,8 @@ Why it looks the way it does:
   concurrency limit shared by all batches running on one client.
 * **Content-addressed cache.** With ``cache_dir`` set, each successful response body is stored
   under the SHA-256 of the base URL and the exact request body (never the key), written
-  atomically, so rerunning an identical job makes no calls at all.
+  atomically, so rerunning an identical job makes no calls at all. :func:`response_cache_off`
+  switches it off for every client of the process (``--no-cache``: no read, no write).
 * **Batch API for big jobs.** :meth:`OpenAIClient.complete_batch` sends the requests the cache
   cannot answer as one batch (half price), and remembers the batch id in the cache folder, so a
   killed run resumes polling the same batch instead of paying twice.
@@ -32,6 +33,7 @@ Importing this module does not import ``openai``; the SDK is loaded on the first
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -42,7 +44,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +67,7 @@ __all__ = [
     "is_reasoning_model",
     "parse_chat_response",
     "request_key",
+    "response_cache_off",
 ]
 
 log = logging.getLogger(__name__)
@@ -258,9 +261,11 @@ class ChatResult:
 
 @dataclass(frozen=True, slots=True)
 class EndpointFailure:
-    """A request that failed after its retries. ``cause`` is short and secret-free (``HTTP 503``,
-    ``APITimeoutError``, ``malformed response``) so callers can store it beside a null score;
-    ``message`` adds where and after how many attempts."""
+    """A request that failed after its retries. ``cause`` is one secret-free line naming the error
+    and the endpoint (``connection refused at http://127.0.0.1:9/v1``, ``HTTP 503 at
+    https://api.openai.com/v1``), so a null score stored beside it says what to fix; ``message``
+    adds what was asked and after how many attempts. A whole batch still running or ended has the
+    batch's state as its cause (``batch in_progress``)."""
 
     cause: str
     status: int | None
@@ -494,6 +499,28 @@ def _display_url(url: str) -> str:
 
 # --------------------------------------------------------------------------- client
 
+_CACHE_OFF_LOCK = threading.Lock()
+_cache_off = 0
+
+
+@contextlib.contextmanager
+def response_cache_off(active: bool = True) -> Iterator[None]:
+    """While inside (and ``active``), no client of this process reads or writes its response cache or remembered
+    batch ids: every request is sent. Process-wide rather than per client because clients are shared
+    per endpoint (a judge's client serves every caller), and a run's ``--no-cache`` covers them all;
+    the request threads a client starts do not inherit a context variable, so a counter it is."""
+    global _cache_off
+    if not active:
+        yield
+        return
+    with _CACHE_OFF_LOCK:
+        _cache_off += 1
+    try:
+        yield
+    finally:
+        with _CACHE_OFF_LOCK:
+            _cache_off -= 1
+
 
 @dataclass
 class ClientStats:
@@ -694,9 +721,9 @@ class OpenAIClient:
         detail = ""
         retry_after: float | None = None
         if isinstance(exc, openai.APITimeoutError):
-            cause, retryable = "APITimeoutError", True
+            cause, retryable = f"no answer within {self.config.timeout_s:g} s", True
         elif isinstance(exc, openai.APIConnectionError):
-            cause, retryable = "APIConnectionError", True
+            cause, retryable = _connection_cause(exc), True
         elif isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             cause, retryable = f"HTTP {status}", status in RETRY_STATUSES or status >= 500
@@ -710,6 +737,7 @@ class OpenAIClient:
         else:
             cause, retryable = type(exc).__name__, False
             log.warning("unexpected %s from %s at %s", cause, what, self._display_url)
+        cause = f"{cause} at {self._display_url}"
         if retryable and attempt <= self.config.max_retries:
             delay = min(self.config.max_backoff_s, self.config.backoff_s * 2 ** (attempt - 1))
             delay *= random.uniform(0.5, 1.0)
@@ -718,7 +746,7 @@ class OpenAIClient:
             self._count(retries=1)
             log.debug("%s at %s: %s, retry %d in %.2fs", what, self._display_url, cause, attempt, delay)
             return _Retry(delay)
-        message = f"{what} at {self._display_url} failed after {attempt} attempt(s): {cause}{detail}"
+        message = f"{what} failed after {attempt} attempt(s): {cause}{detail}"
         log.info("%s", message)
         return EndpointFailure(cause, status, attempt, message)
 
@@ -729,7 +757,7 @@ class OpenAIClient:
         except EndpointError as exc:
             message = f"chat completion at {self._display_url}: {exc.message} (at {exc.field})"
             log.info("%s", message)
-            return EndpointFailure(exc.cause, None, attempts, message)
+            return EndpointFailure(f"{exc.cause} at {self._display_url}", None, attempts, message)
         self._cache_put(key, body)
         return result
 
@@ -760,8 +788,8 @@ class OpenAIClient:
         unique = {keys[i]: payloads[i] for i in pending}
         if unique:
             self._check_key()
-            if self.config.cache_dir is None:
-                log.warning("batch without cache_dir: a killed run cannot resume its batch")
+            if self._cache_folder() is None:
+                log.warning("batch without a cache: a killed run cannot resume its batch")
             answers = self._run_batch(unique, poll_interval_s, max_wait_s, progress, desc)
             for i in pending:
                 results[i] = answers[keys[i]]
@@ -907,31 +935,32 @@ class OpenAIClient:
                 continue
             error = line.get("error") if isinstance(line.get("error"), Mapping) else {}
             if isinstance(status, int):
-                cause = f"HTTP {status}"
+                cause = f"HTTP {status} at {self._display_url}"
                 detail = _safe_detail(response.get("body")) if status != 401 else ""
             else:
                 code = error.get("code")
                 cause = code if isinstance(code, str) and _SAFE_TOKEN.fullmatch(code) else "batch error"
+                cause = f"{cause} at {self._display_url}"
                 detail = ""
             answers[key] = EndpointFailure(
                 cause,
                 status if isinstance(status, int) else None,
                 1,
-                f"batch request to {self._display_url} failed: {cause}{detail}",
+                f"batch request failed: {cause}{detail}",
             )
         return answers
 
     def _batch_state_path(self, unique: Mapping[str, Any]) -> Path | None:
-        if self.config.cache_dir is None:
-            return None
-        return self.config.cache_dir / "batches" / f"{_set_key(unique)}.json"
+        folder = self._cache_folder()
+        return None if folder is None else folder / "batches" / f"{_set_key(unique)}.json"
 
     def _recall_batch(self, keys: set[str]) -> dict[str, Any] | None:
         """A remembered, unfinished batch covering every one of ``keys`` (exactly this request set
         first; else any superset, left behind by a run killed while storing its answers)."""
-        if self.config.cache_dir is None:
+        root = self._cache_folder()
+        if root is None:
             return None
-        folder = self.config.cache_dir / "batches"
+        folder = root / "batches"
         exact = folder / f"{_set_key(keys)}.json"
         candidates = [exact] if exact.is_file() else []
         if folder.is_dir():
@@ -985,10 +1014,13 @@ class OpenAIClient:
             self._count(failures=failed)
         return results
 
+    def _cache_folder(self) -> Path | None:
+        """Where this client caches now: its ``cache_dir``, unless :func:`response_cache_off` is active."""
+        return None if _cache_off else self.config.cache_dir
+
     def _cache_path(self, key: str) -> Path | None:
-        if self.config.cache_dir is None:
-            return None
-        return self.config.cache_dir / "responses" / key[:2] / f"{key}.json"
+        folder = self._cache_folder()
+        return None if folder is None else folder / "responses" / key[:2] / f"{key}.json"
 
     def _cache_get(self, key: str) -> ChatResult | None:
         path = self._cache_path(key)
@@ -1089,6 +1121,28 @@ def _retry_after(headers: Any) -> float | None:
         return float(value) if value is not None else None
     except (TypeError, ValueError, AttributeError):
         return None
+
+
+def _connection_cause(exc: BaseException) -> str:
+    """What the operating system said about a failed connection (``connection refused``, ``host not
+    found``), from the exceptions the SDK wraps; its own text ("Connection error.") says nothing."""
+    import socket
+    import ssl
+
+    seen: BaseException | None = exc
+    for _ in range(8):  # the SDK's, httpx's and httpcore's wrappers, then the socket's error
+        if seen is None:
+            break
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(seen, socket.gaierror):
+            return "host not found"
+        if isinstance(seen, ssl.SSLError):
+            return "TLS handshake failed"
+        if isinstance(seen, OSError) and seen.strerror:
+            return f"connection failed ({seen.strerror.lower()})"
+        seen = seen.__cause__ or seen.__context__
+    return "connection failed"
 
 
 def _safe_detail(body: Any) -> str:

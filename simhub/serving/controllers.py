@@ -11,6 +11,7 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Body
 from litestar.response import Stream
 
+from simhub import __version__
 from simhub.metrics import ScoreItem
 from simhub.models import DEFAULT_MAX_TOKENS, Sampling
 from simhub.serving import chat
@@ -113,7 +114,7 @@ class InfoController(Controller):
     @get("/models", operation_id="listModels", summary="Simulators and metric models with their Hub ids and revisions")
     async def models(self, services: Services) -> s.ModelsResponse:
         return s.ModelsResponse(
-            profile=services.profile.name,
+            profile=services.profile.name, simhub_version=__version__,
             simulators=[s.ModelInfo(**m) for m in services.simulation.model_info()],
             metrics=[s.ModelInfo(**m) for m in services.scoring.model_info(services.display_scorer)],
         )

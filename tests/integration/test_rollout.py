@@ -81,9 +81,9 @@ def test_a_tutor_that_fails_marks_its_dialogues_failed_and_the_run_completes(dat
                  "--max-tokens", "16", "--no-cache"]) == 0
     rollouts = read_jsonl(out / "rollouts.jsonl")
     failed = [r for r in rollouts if r.meta.get("failed")]
-    assert len(failed) == 1 and failed[0].meta["failed"] == "tutor: HTTP 500" and failed[0].meta["end"] == "failed"
+    assert len(failed) == 1 and failed[0].meta["failed"] == f"tutor: HTTP 500 at {fake_openai.base_url}" and failed[0].meta["end"] == "failed"
     summary = json.loads((out / "rollout.json").read_text())
-    assert summary["failed"] == 1 and summary["failures"][0]["cause"] == "tutor: HTTP 500"
+    assert summary["failed"] == 1 and summary["failures"][0]["cause"] == failed[0].meta["failed"]
     assert "1 failed" in capsys.readouterr().out
     # eval-dialogues leaves failed rollouts out and counts them.
     res = tmp_path / "dl"
@@ -229,3 +229,17 @@ def test_pi_calibrated_with_an_endpoint_judge(tmp_path, sample_corpus, fake_open
     assert main([*args, "--output", str(tmp_path / "b")]) == 0
     assert len(realness_requests()) == len(asked)  # the rerun asks nothing again
     assert json.loads((tmp_path / "b" / "dialogue_results.json").read_text())["details"] == results["details"]
+
+
+def test_a_rollout_run_in_which_every_dialogue_failed_exits_non_zero(data, tmp_path, monkeypatch, tiny_profile,
+                                                                     capsys):
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-t")
+    assert main(["rollout", "--profile", str(_tutor_profile(tmp_path, down, retries=0)), "--simulator", "tiny-student",
+                 "--tutor", "api-tutor", "--data", str(data), "--output", str(tmp_path / "roll"), "--max-turns", "4",
+                 "--max-tokens", "8", "--no-cache"]) == 1
+    assert f"every one of the 4 rollouts failed: tutor: connection refused at {down} (4)" in capsys.readouterr().err

@@ -236,3 +236,24 @@ def test_a_toy_metric_appears_in_score_http_and_evaluate(toy_metric, items_file,
     realism = evaluate.load(str(REPO / "metrics" / "student_realism"))
     res = realism.compute(predictions=["ABC def", "abc"], references=["x", "y"], metrics=["shouting"])
     assert res["shouting"] == pytest.approx(0.25) and res["shouting_count"] == 2
+
+
+def test_score_shows_its_own_bars_and_none_of_transformers(items_file, tmp_path, tiny_profile):
+    """transformers' per-file "Loading weights" bars are off in every command; simhub's bars stay.
+    A subprocess, with the tests' own silencing of the Hugging Face libraries taken out of its environment."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_DISABLE_PROGRESS_BARS", "TQDM_DISABLE",
+                                                           "TRANSFORMERS_VERBOSITY")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    out = tmp_path / "scores.jsonl"
+    profile = tmp_path / "small-chunks.yaml"  # chunks smaller than the items, so simhub's bars show
+    profile.write_text(f"extends: {TINY}\nname: small-chunks\nscoring: {{chunk_size: 16}}\n")
+    done = subprocess.run([sys.executable, "-m", "simhub", "score", "--input", str(items_file), "--output", str(out),
+                           "--profile", str(profile), "--metrics", "acts,rouge_l"],
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "Loading weights" not in done.stderr and "Writing model shards" not in done.stderr
+    assert "acts: 100%" in done.stderr  # simhub's own bar, one per metric

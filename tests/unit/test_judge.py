@@ -116,7 +116,7 @@ def test_failed_judge_request_is_null_with_its_cause(fake_openai, tmp_path, monk
     result = scorer.score([ScoreItem(DIALOGUE, 3, "8/5")], ["correctness", "errors", "rouge_l"])
     item = result.items[0]
     assert item.scores == {"correctness": None, "errors": None, "rouge_l": 1.0}
-    assert item.details["null_reasons"]["correctness"] == "judge request failed: HTTP 503"
+    assert item.details["null_reasons"]["correctness"] == f"judge request failed: HTTP 503 at {fake_openai.base_url}"
     assert "sk-secret" not in json.dumps(result.to_dict())
     assert len(fake_openai.chat_requests()) == 2  # one try, one retry
 

@@ -416,11 +416,11 @@ def test_retries_exhausted_gives_failure_with_cause(server, api_key, status):
     server.fail_next(10, status)
     [failure] = client.complete(questions(client, 1))
     assert isinstance(failure, EndpointFailure) and not failure.ok
-    assert (failure.cause, failure.status, failure.attempts) == (f"HTTP {status}", status, 3)
+    assert (failure.cause, failure.status, failure.attempts) == (f"HTTP {status} at {server.base_url}", status, 3)
     assert len(server.chat_requests()) == 3  # the SDK's own retries are off
     assert client.stats.failures == 1
     error = failure.to_error()
-    assert isinstance(error, EndpointError) and error.cause == f"HTTP {status}" and error.status == status
+    assert isinstance(error, EndpointError) and error.cause == failure.cause and error.status == status
 
 
 @pytest.mark.parametrize("status", [400, 404, 422])
@@ -428,7 +428,7 @@ def test_client_errors_are_not_retried(server, api_key, status):
     client = make_client(server, max_retries=4)
     server.fail_next(1, status)
     [failure] = client.complete(questions(client, 1))
-    assert failure.cause == f"HTTP {status}" and failure.attempts == 1
+    assert failure.cause == f"HTTP {status} at {server.base_url}" and failure.attempts == 1
     assert len(server.chat_requests()) == 1
 
 
@@ -436,7 +436,7 @@ def test_timeout_gives_failure_with_cause(server, api_key):
     client = make_client(server, timeout_s=0.3, max_retries=1)
     server.stall_next(2, seconds=1.5)
     [failure] = client.complete(questions(client, 1))
-    assert (failure.cause, failure.status, failure.attempts) == ("APITimeoutError", None, 2)
+    assert (failure.cause, failure.status, failure.attempts) == (f"no answer within 0.3 s at {server.base_url}", None, 2)
 
 
 def test_connection_error_gives_failure_with_cause(api_key):
@@ -449,7 +449,15 @@ def test_connection_error_gives_failure_with_cause(api_key):
         )
     )
     [failure] = client.complete(questions(client, 1))
-    assert failure.cause == "APIConnectionError" and failure.attempts == 2
+    # What the operating system said, and where: not the SDK's "APIConnectionError".
+    assert failure.cause == f"connection refused at http://127.0.0.1:{port}/v1" and failure.attempts == 2
+    assert failure.message == f"chat completion failed after 2 attempt(s): {failure.cause}"
+
+
+def test_an_unknown_host_is_named(api_key):
+    client = OpenAIClient(EndpointConfig("http://simhub-test.invalid/v1", "gpt-4.1", api_key_env=KEY_ENV, max_retries=0))
+    [failure] = client.complete(questions(client, 1))
+    assert failure.cause == "host not found at http://simhub-test.invalid/v1"
 
 
 @pytest.mark.parametrize(
@@ -460,7 +468,7 @@ def test_malformed_answer_is_a_failure_not_an_exception(server, api_key, tmp_pat
     client = make_client(server, tmp_path, max_retries=3)
     server.fail_next(1, 502)
     [failure] = client.complete(questions(client, 1))
-    assert failure.cause == "malformed response" and failure.attempts == 2  # a bad body is not retried
+    assert failure.cause == f"malformed response at {server.base_url}" and failure.attempts == 2  # not retried
     assert len(server.chat_requests()) == 2
     assert not list(tmp_path.rglob("*.json"))  # a bad answer is asked again next time
 
@@ -470,7 +478,7 @@ def test_one_failure_does_not_sink_the_batch(server, api_key):
     server.fail_next(1, 503)
     results = client.complete(questions(client, 4), progress=True, desc="judge")
     assert [r.ok for r in results] == [False, True, True, True]
-    assert results[0].cause == "HTTP 503"
+    assert results[0].cause == f"HTTP 503 at {server.base_url}"
     assert [r.text for r in results[1:]] == [default_answer(p) for p in questions(client, 4)[1:]]
 
 
@@ -556,7 +564,7 @@ def test_async_retries_cache_and_failures(server, api_key, tmp_path):
         return first, second, again
 
     (first,), (second,), (again,) = asyncio.run(main())
-    assert first.ok and second.cause == "HTTP 500" and again.cached
+    assert first.ok and second.cause == f"HTTP 500 at {server.base_url}" and again.cached
     assert len(server.chat_requests()) == 4
 
 
@@ -589,7 +597,7 @@ def test_key_never_in_logs_cache_failures_or_reprs(api_key, tmp_path, caplog):
         results += asyncio.run(client.acomplete(questions(client, 2, prefix="async")))
         results += client.complete_batch(questions(client, 2, prefix="batch"), poll_interval_s=0.01)
         assert [r.ok for r in results] == [False, False, False, True, True, True, True, True]
-        assert [r.cause for r in results[:3]] == ["HTTP 401", "HTTP 500", "APITimeoutError"]
+        assert [r.cause.split(" at ")[0] for r in results[:3]] == ["HTTP 401", "HTTP 500", "no answer within 0.3 s"]
         assert server.chat_requests()[0].authorization == f"Bearer {api_key}"
         server.fail_next(1, 401)
         request = urllib.request.Request(
@@ -637,7 +645,7 @@ def test_batch_end_to_end(server, api_key, tmp_path):
     assert b"purpose" in upload.body and b"batch" in upload.body
 
     assert [r.ok for r in results] == [True, True, False, True, True, True]
-    assert results[2].cause == "HTTP 500" and results[2].status == 500
+    assert results[2].cause == f"HTTP 500 at {server.base_url}" and results[2].status == 500
     assert [r.text for r in results if r.ok] == [
         default_answer(p) for p in (*payloads[:2], *payloads[3:], payloads[4])
     ]

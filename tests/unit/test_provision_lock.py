@@ -1,0 +1,88 @@
+"""Killed builds leave no lasting litter, and two processes never build the same model at once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from simhub.provision import clean_stale_partials
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _dead_pid() -> int:
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    return int(done.stdout)
+
+
+def test_stale_partial_folders_are_removed_and_live_ones_kept(tmp_path):
+    dead, alive = tmp_path / f".acts.{_dead_pid()}.partial", tmp_path / f".judge.{os.getpid()}.partial"
+    unrelated = [tmp_path / ".acts.lock", tmp_path / "acts", tmp_path / ".notes.partial"]
+    for folder in (dead, alive, unrelated[1], unrelated[2]):
+        (folder / "sub").mkdir(parents=True)
+    unrelated[0].write_text("")
+    assert clean_stale_partials([tmp_path, tmp_path / "missing"]) == [dead]
+    assert not dead.exists() and alive.is_dir() and all(p.exists() for p in unrelated)
+
+
+def test_provisioning_cleans_up_after_a_killed_build(tmp_path, monkeypatch):
+    from simhub.config import Profile, load_profile
+    from simhub.errors import UnknownNameError
+    from simhub.provision import provision_profile
+
+    monkeypatch.setenv("SIMHUB_HOME", str(tmp_path))
+    stale = tmp_path / "demo" / f".student-sft.{_dead_pid()}.partial"
+    stale.mkdir(parents=True)
+    provision_profile(Profile(name="nothing-to-build"), on_step=None)
+    assert stale.is_dir()  # nothing to build: provisioning did not start
+    path = tmp_path / "p.yaml"
+    path.write_text("name: p\nsimulators:\n  s: {model: 'demo:no-such-model'}\n")
+    with pytest.raises(UnknownNameError):  # a build that fails at once, after provisioning started
+        provision_profile(load_profile(path), on_step=None)
+    assert not stale.exists()
+
+
+#: A "build" that takes a while and records who did it: the lock, not the model, is under test.
+BUILDER = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    from simhub.provision import build_once
+
+    target = Path(sys.argv[1])
+
+    def build():
+        (target.parent / "started").write_text(str(os.getpid()))
+        with open(target.parent / "builds.log", "a") as log:
+            log.write(f"{os.getpid()}\\n")
+        time.sleep(1.5)
+        target.mkdir()
+        (target / "done").write_text("ok")
+
+    build_once(target, "the fake model", build, lambda: (target / "done").is_file())
+    print("reused" if (target.parent / "started").read_text() != str(os.getpid()) else "built")
+""")
+
+
+def test_a_second_process_waits_for_the_first_build_and_reuses_it(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    target = tmp_path / "model"
+    first = subprocess.Popen([sys.executable, "-c", BUILDER, str(target)], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "started").exists():  # the first holds the lock and is building
+        assert time.monotonic() < deadline and first.poll() is None, first.communicate()
+        time.sleep(0.02)
+    second = subprocess.run([sys.executable, "-c", BUILDER, str(target)], env=env, capture_output=True, text=True,
+                            timeout=120, check=True)
+    out, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    assert out.strip() == "built" and second.stdout.strip() == "reused"
+    assert "another process is building the fake model; waiting" in second.stderr
+    assert (tmp_path / "builds.log").read_text().split() == [str(first.pid)]  # built once
