@@ -105,6 +105,10 @@ class ErrorExample:
         return Example(summary=self.summary, value=self.body)
 
 
+#: A first start of the demo: the student's adapter is being trained (the second of six builds).
+_BUILDING = "building demo:student-sft, step 2 of 6, 12/40 training steps, about 95 s left"
+
+
 def _common() -> list[ErrorExample]:
     """Errors every POST operation answers the same way."""
     return [
@@ -130,6 +134,11 @@ SIMULATE_ERRORS = [
                  "baseline:zero-shot, baseline:ocean, baseline:icl, baseline:reasoning, baseline:oracle", "model"),
     ErrorExample(422, "A value of the wrong type", "validation_error",
                  "sampling.temperature: Expected `float`, got `str`", "sampling.temperature"),
+    ErrorExample(503, "The simulator is still being built (a first start)", "not_ready",
+                 f"model: simulator {DEMO_SIMULATOR} is not ready yet; waits for demo:student-sft ({_BUILDING})",
+                 "model"),
+    ErrorExample(503, "The simulator failed to load", "load_failed",
+                 f"model: {DEMO_SIMULATOR} failed to load; see /ready", "model"),
     ErrorExample(503, "The simulation queue is full", "overloaded",
                  "simulation queue is full (32 dialogues in flight)"),
     *_common(),
@@ -141,6 +150,10 @@ SCORE_ERRORS = [
                  "knowledge, cosine, rouge_l, tutor_response", "metrics"),
     ErrorExample(422, "A value of the wrong type", "validation_error",
                  "items[0].turn_index: Expected `int`, got `str`", "items[0].turn_index"),
+    ErrorExample(503, "A metric model still loading", "not_ready", "metrics: metric cosine is not ready yet (loading)",
+                 "metrics"),
+    ErrorExample(503, "A metric model failed to load", "load_failed", "metrics: cosine failed to load; see /ready",
+                 "metrics"),
     ErrorExample(503, "The scoring queue is full", "overloaded", "scoring queue is full (64 items waiting)"),
     *_common(),
 ]
@@ -156,6 +169,11 @@ CHAT_ERRORS = [
                  "temperature: Expected `float` <= 2.0", "temperature"),
     ErrorExample(502, "The simulator's own endpoint failed", "upstream_error",
                  "model: the simulator's endpoint failed (APIConnectionError)", "model"),
+    ErrorExample(503, "The simulator is still being built (a first start)", "not_ready",
+                 f"model: simulator {DEMO_SIMULATOR} is not ready yet; waits for demo:student-sft ({_BUILDING})",
+                 "model"),
+    ErrorExample(503, "The simulator failed to load", "load_failed",
+                 f"model: {DEMO_SIMULATOR} failed to load; see /ready", "model"),
     ErrorExample(503, "The simulation queue is full", "overloaded",
                  "simulation queue is full (32 dialogues in flight)"),
     *_common(),
@@ -171,13 +189,28 @@ STATUS_DESCRIPTIONS = {
     400: "invalid request, unsupported parameter, limit exceeded, body not UTF-8 or nested too deeply",
     401: "missing or wrong API key (only when the service has one)", 404: "no simulator of that id",
     413: "body too large", 422: "wrong types or constraint violated", 429: "rate limited",
-    502: "a simulator's own endpoint failed", 503: "queue full or not ready (Retry-After)",
+    502: "a simulator's own endpoint failed",
+    503: "not ready yet (Retry-After), failed to load (see /ready), or queue full (Retry-After)",
     504: "request timed out",
 }
 
-#: /ready while starting (503).
-READY_EXAMPLE = Example(summary="Still building on a first start", value={
-    "ready": False, "status": "loading", "step": {"k": 2, "n": 6, "what": "building demo:judge"},
-    "building": "building demo:judge", "built": ["building demo:acts"], "loading": ["scorer", DEMO_SIMULATOR],
-    "error": None,
+def _component(kind: str, id_: str, status: str, *waits_for: str) -> dict[str, Any]:
+    return {"kind": kind, "id": id_, "status": status, "waits_for": list(waits_for)}
+
+
+#: /ready on a first start of the demo (503): what needs no build is served, the student's adapter is
+#: being trained, the judge and the other metric models wait for theirs.
+READY_EXAMPLE = Example(summary="A first start of the demo, second of six builds", value={
+    "ready": False, "status": "loading",
+    "step": {"k": 2, "n": 6, "what": "demo:student-sft", "done": 12, "total": 40, "eta_s": 95.0},
+    "building": "demo:student-sft", "built": ["tiny:llama"],
+    "loading": [DEMO_SIMULATOR, "knowledge", "tutor_response", "judge", "acts"],
+    "components": [
+        _component("metric", "rouge_l", "ready"), _component("metric", "cosine", "ready"),
+        _component("simulator", "tiny-student-base", "ready"),
+        _component("simulator", DEMO_SIMULATOR, "building", "demo:student-sft"),
+        _component("metric", "knowledge", "waiting", "demo:kt"),
+        _component("metric", "tutor_response", "waiting", "demo:tutor"),
+        _component("metric", "judge", "waiting", "demo:judge"), _component("metric", "acts", "waiting", "demo:acts"),
+    ],
 })
