@@ -127,6 +127,18 @@ class Labeller:
             self.correctness_ref = judge.plain()
         self.cache = cache
 
+    @property
+    def no_correctness(self) -> str | None:
+        """Why no turn can get a correctness label (see :meth:`correctness_labels`), or None when one can."""
+        if self.correctness_ref is not None or (self.judge is not None and self.judge.kind == "openai"):
+            return None
+        if self.judge is not None:
+            return ("no correctness labels: needs a judge endpoint (scoring.metrics.judge kind openai) or a "
+                    "correctness classifier (scoring.metrics.correctness_classifier); a local judge adapter "
+                    "answers only the judge's prompt")
+        return ("no correctness labels: needs a judge endpoint (scoring.metrics.judge kind openai) or a "
+                "correctness classifier (scoring.metrics.correctness_classifier)")
+
     def _cached(self, kind: str, model_key: str, items: list[tuple[Dialogue, int]], compute) -> list[str | None]:
         keys = [fingerprint([kind, model_key, d.id, [(t.role, t.content) for t in d.turns[: i + 1]]]) for d, i in items]
         out: list[str | None] = [self.cache.get(k) if self.cache else None for k in keys]
@@ -319,8 +331,11 @@ def _real_sensitivity(real: Sequence[Dialogue]) -> dict[str, list[tuple[str, boo
 
 
 def _statistics(real: list[Dialogue], sim: list[Dialogue], real_ids: list[str], *, embed, options: DialogueEvalOptions,
-                trajectories: tuple[list, list] | None, verdicts, sensitivity) -> tuple[dict, dict]:
-    """The value of every statistic and, per statistic, a function of resampled real-dialogue indices."""
+                trajectories: tuple[list, list] | None, verdicts, sensitivity,
+                reasons: dict[str, str] | None = None) -> tuple[dict, dict]:
+    """The value of every statistic and, per statistic, a function of resampled real-dialogue indices.
+    ``reasons`` (when given) receives why each statistic that is null on the whole sample is null."""
+    errors: dict[str, str] = {}
     ids = [d.id for d in real]
     sims_of: dict[str, list[int]] = defaultdict(list)
     for n, rid in enumerate(real_ids):
@@ -334,16 +349,17 @@ def _statistics(real: list[Dialogue], sim: list[Dialogue], real_ids: list[str], 
         s = [sim[n] for rid in chosen for n in sims_of[rid]]
         return r, s
 
-    def guarded(f):
+    def guarded(name, f):
         def g(idx):
             try:
                 return f(*sides(idx))
-            except DataError:
+            except DataError as exc:
+                errors[name] = str(exc)
                 return None
         return g
 
     def text_stat(name, f):
-        fns[name] = guarded(lambda r, s: f(dm.dialogue_inputs(r), dm.dialogue_inputs(s)))
+        fns[name] = guarded(name, lambda r, s: f(dm.dialogue_inputs(r), dm.dialogue_inputs(s)))
 
     text_stat("acts_jsd", lambda a, b: dm.acts_jsd(a.acts, b.acts))
     text_stat("correctness_rate_diff", lambda a, b: dm.correctness_rate_diff(a.correctness, b.correctness))
@@ -376,8 +392,9 @@ def _statistics(real: list[Dialogue], sim: list[Dialogue], real_ids: list[str], 
             return float(roc_auc_score(y, scores[rows])) if 0 < y.sum() < len(y) else None
 
         fns["detect_auroc"] = detect_stat
-    except DataError:
+    except DataError as exc:
         values["detect_auroc"] = None
+        errors["detect_auroc"] = str(exc)
 
     if verdicts is not None:
         by = {k: [(rid, v) for rid, v in vs] for k, vs in verdicts.items()}
@@ -403,7 +420,8 @@ def _statistics(real: list[Dialogue], sim: list[Dialogue], real_ids: list[str], 
         def kt_stat(idx):
             try:
                 return dm.kt_gain_diff([real_traj[i] for i in idx], [t for i in idx for t in sim_traj_of[ids[i]]]).diff
-            except DataError:
+            except DataError as exc:
+                errors["kt_gain_diff"] = str(exc)
                 return None
 
         fns["kt_gain_diff"] = kt_stat
@@ -421,7 +439,8 @@ def _statistics(real: list[Dialogue], sim: list[Dialogue], real_ids: list[str], 
             r, s = pick(real_s), pick(sim_s)
             try:
                 return dm.tutor_sensitivity(r["helpful"], r["unhelpful"], s["helpful"], s["unhelpful"]).abs_diff
-            except DataError:
+            except DataError as exc:
+                errors["tutor_sensitivity"] = str(exc)
                 return None
 
         fns["tutor_sensitivity"] = sens_stat
@@ -429,6 +448,8 @@ def _statistics(real: list[Dialogue], sim: list[Dialogue], real_ids: list[str], 
     for name, f in fns.items():
         if name not in values:
             values[name] = f(full)
+    if reasons is not None:
+        reasons.update({name: errors[name] for name, value in values.items() if value is None and name in errors})
     return values, fns
 
 
@@ -461,8 +482,13 @@ def eval_dialogues(profile: Profile, real: list[Dialogue], sim: list[Dialogue], 
         sensitivity = (_real_sensitivity(real), _sensitivity(simulator, tutor, real, labeller, options))
     bar.update(1)
     embed = _memo_encode(embedder.encode)  # the stability pass below embeds the same real texts again
+    null_reasons: dict[str, str] = {}
     values, fns = _statistics(real_l, sim_l, real_ids, embed=embed, options=options, trajectories=trajectories,
-                              verdicts=verdicts, sensitivity=sensitivity)
+                              verdicts=verdicts, sensitivity=sensitivity, reasons=null_reasons)
+    if labeller.no_correctness:  # the cause behind "no student turn is labelled correct or incorrect"
+        for name in ("correctness_rate_diff", "tutor_sensitivity"):
+            if name in values and values[name] is None:
+                null_reasons[name] = labeller.no_correctness
     clusters = [d.id for d in real]
     metrics: dict[str, dict] = {}
     for name in STATISTICS:
@@ -489,8 +515,9 @@ def eval_dialogues(profile: Profile, real: list[Dialogue], sim: list[Dialogue], 
                     per_sample[name].append(v)
         stability = {name: (dm.stability_sd(v) if len(v) > 1 else None) for name, v in per_sample.items()}
     figures = _figure_data(real_l, sim_l, trajectories)
-    return {"metrics": metrics, "details": _details(verdicts, sensitivity, trajectories),
-            "stability_sd": stability, "failed_rollouts": len(failed),
+    # null_reasons: why a statistic is null, for the report (optional: older files lack it).
+    return {"metrics": metrics, "null_reasons": {k: v for k, v in null_reasons.items() if k in metrics},
+            "details": _details(verdicts, sensitivity, trajectories), "stability_sd": stability, "failed_rollouts": len(failed),
             "failures": [{"id": d.id, "cause": d.meta.get("failed")} for d in failed[:50]],
             "real_dialogues": len(real), "sim_dialogues": len(sim), "samples": len(samples) or 1,
             "bootstrap": {"resamples": options.n_resamples, "seed": options.seed, "unit": "real dialogue"},

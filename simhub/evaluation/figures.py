@@ -37,7 +37,13 @@ OTHER = "Other"
 #: Okabe–Ito colours (colour-blind safe) for runs, without the yellow that vanishes on white; more
 #: runs than colours cycle through matplotlib's tab10.
 _RUN_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#882255")
+#: One marker per run as well as one colour, so runs whose lines coincide (the same means at every
+#: position) stay apart; see also :func:`_offset`.
+_RUN_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
 _REAL_COLOUR = "#4D4D4D"
+#: The "same length as real" reference of the length figure: a wide pale band under the runs' lines,
+#: visible where a run's line lies on it (the real turns themselves do).
+_REFERENCE_COLOUR = "#C8C8C8"
 _OTHER_REAL_COLOURS = ("#999999", "#222222", "#777777")
 _LABEL_COLOURS = {"correct": "#009E73", "incorrect": "#D55E00", "na": "#BBBBBB", OTHER: "#888888"}
 
@@ -62,6 +68,7 @@ class Series:
     colour: str
     turns: tuple[ScoredTurn, ...]
     real: bool = False
+    marker: str = "o"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,13 +126,26 @@ def _new_figure(width: float, height: float) -> Figure:
     return Figure(figsize=(width, height), layout="constrained")
 
 
+def _legend_above(fig: Figure, ax, ncols: int = 3, **kwargs: Any) -> None:
+    """The legend of ``ax`` above the plot area, outside it, so no bar or line runs through it."""
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside upper center", ncols=max(1, min(ncols, len(labels))), fontsize=8,
+               **kwargs)
+
+
+def _offset(index: int, count: int, span: float = 0.3) -> float:
+    """A small horizontal shift of the ``index``-th of ``count`` line series on a categorical axis:
+    lines with the same values then run side by side instead of one hiding the others."""
+    return 0.0 if count < 2 else (index - (count - 1) / 2) * min(0.06, span / (count - 1))
+
+
 def _act_bars(rows: Sequence[tuple[Series, Sequence[str | None]]], ylabel: str) -> Figure | None:
     """Grouped bars: the share of each act among each row's labels (real rows hatched)."""
     if not any(label is not None for _, labels in rows for label in labels):
         return None
     has_other = any(label is not None and label not in ACTS for _, labels in rows for label in labels)
     categories = [*ACTS, OTHER] if has_other else list(ACTS)
-    fig = _new_figure(7.5, 3.2)
+    fig = _new_figure(7.5, 3.2 + 0.18 * math.ceil(len(rows) / 3))
     ax = fig.subplots()
     width = 0.8 / len(rows)
     for i, (s, labels) in enumerate(rows):
@@ -136,7 +156,8 @@ def _act_bars(rows: Sequence[tuple[Series, Sequence[str | None]]], ylabel: str) 
                label=_mpl_text(f"{s.label} (n={n:,})", 60))
     ax.set_xticks(range(len(categories)), categories)
     ax.set_ylabel(ylabel)
-    ax.legend(loc="upper right", fontsize=8)
+    ax.set_ylim(0, max(ax.get_ylim()[1], 5) * 1.05)  # headroom: the tallest bar never touches the frame
+    _legend_above(fig, ax)
     return fig
 
 
@@ -193,7 +214,7 @@ def _draw_positions(ctx: ReportContext) -> Figure | None:
     labels = [f"{b + 1}+" if b == LATE_POSITION else str(b + 1) for b in buckets]
     handles = []
     for ax, metric in zip(axes, metrics, strict=False):
-        for s in ctx.series:
+        for n, s in enumerate(ctx.series):
             sums: dict[int, float] = defaultdict(float)
             counts: dict[int, int] = defaultdict(int)
             for t in s.turns:
@@ -204,7 +225,8 @@ def _draw_positions(ctx: ReportContext) -> Figure | None:
                     counts[b] += 1
             xs = [i for i, b in enumerate(buckets) if counts[b]]
             ys = [sums[buckets[i]] / counts[buckets[i]] for i in xs]
-            (line,) = ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.3, color=s.colour)
+            (line,) = ax.plot([x + _offset(n, len(ctx.series)) for x in xs], ys, marker=s.marker, markersize=3.5,
+                              linewidth=1.2, alpha=0.85, color=s.colour)
             if metric == metrics[0]:
                 handles.append(line)
         ax.set_title(METRIC_LABELS.get(metric, _mpl_text(metric)))
@@ -242,11 +264,12 @@ def _median(values: Sequence[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-def _length_histogram(ax, words: Sequence[int], s: Series, label: str, n_bins: int) -> None:
-    """One step line: the share of ``words`` (turn lengths) in each length bin; real series dashed."""
+def _length_histogram(ax, words: Sequence[int], s: Series, label: str, n_bins: int) -> Any:
+    """One step line (returned): the share of ``words`` (turn lengths) in each length bin; real series dashed."""
     counts = Counter(_length_bin(w) for w in words)
-    ax.plot(range(n_bins), [100 * counts[b] / len(words) for b in range(n_bins)], drawstyle="steps-mid",
-            color=s.colour, linewidth=2.2 if s.real else 1.4, linestyle="--" if s.real else "-", label=label)
+    (line,) = ax.plot(range(n_bins), [100 * counts[b] / len(words) for b in range(n_bins)], drawstyle="steps-mid",
+                      color=s.colour, linewidth=2.2 if s.real else 1.4, linestyle="--" if s.real else "-", label=label)
+    return line
 
 
 def _length_axis(ax, n_bins: int) -> None:
@@ -265,35 +288,51 @@ def _draw_lengths(ctx: ReportContext) -> Figure | None:
                      + [_length_bin(w) for ps in sim_pairs for p in ps for w in p] + [0])
     from matplotlib.ticker import FixedLocator, NullFormatter, StrMethodFormatter
 
-    fig = _new_figure(9.0, 3.4)
+    entries = len(ctx.real) + len(ctx.series) + 1
+    fig = _new_figure(9.0, 3.4 + 0.17 * math.ceil(entries / 3))
     hist_ax, cond_ax = fig.subplots(1, 2)
-    rows = [(s, words) for s, words in zip(ctx.real, real_words, strict=True)]
-    rows += [(s, [c for _, c in pairs]) for s, pairs in zip(ctx.series, sim_pairs, strict=True)]
-    for s, words in rows:
+    # One legend below both panels, outside them: the real series (dashed, left), the reference band
+    # (right) and each run with the median length of its turns (the same colour in both panels).
+    legend: list[tuple[Any, str]] = []
+    medians: dict[str, str] = {}
+    for s, words in zip(ctx.real, real_words, strict=True):
         if words:
-            _length_histogram(hist_ax, words, s, _mpl_text(f"{s.label} (median {_median(words):g})", 48), n_bins)
+            label = _mpl_text(f"{s.label} (median {_median(words):g})", 48)
+            legend.append((_length_histogram(hist_ax, words, s, label, n_bins), label))
+    for s, pairs in zip(ctx.series, sim_pairs, strict=True):
+        if pairs:
+            words = [c for _, c in pairs]
+            medians[s.label] = _mpl_text(f"{s.label} (median {_median(words):g})", 48)
+            _length_histogram(hist_ax, words, s, medians[s.label], n_bins)
     hist_ax.set_title("Length of turns")
     hist_ax.set_xlabel("words")
     hist_ax.set_ylabel("share of turns (%)")
-    hist_ax.legend(fontsize=7)
 
     # Conditional on the real turn's length: does the simulator answer long turns at length and
-    # short ones briefly? The dashed line is where a simulator matching the real length would be.
+    # short ones briefly? The grey band is where a simulator matching the real length would be.
     reference = defaultdict(list)
     for pairs in sim_pairs:
         for real, _ in pairs:
             reference[_length_bin(real)].append(real)
     xs = sorted(reference)
     if xs:
-        cond_ax.plot(xs, [max(_median(reference[b]), 0.5) for b in xs], color=_REAL_COLOUR, linestyle="--",
-                     linewidth=1.2, label="same length as real")
-    for s, pairs in zip(ctx.series, sim_pairs, strict=True):
+        # Wide and pale, under the runs' lines, with square markers so that it shows even with one length
+        # bin: a thin dashed line vanished under a run that matches it (the real turns themselves do).
+        (band,) = cond_ax.plot(xs, [max(_median(reference[b]), 0.5) for b in xs], color=_REFERENCE_COLOUR,
+                               linewidth=6, solid_capstyle="round", marker="s", markersize=7, zorder=1,
+                               label="same length as real")
+        legend.append((band, "same length as real"))
+    for n, (s, pairs) in enumerate(zip(ctx.series, sim_pairs, strict=True)):
+        if not pairs:
+            continue
         by_bin = defaultdict(list)
         for real, cand in pairs:
             by_bin[_length_bin(real)].append(cand)
         xs = sorted(by_bin)
-        cond_ax.plot(xs, [max(_median(by_bin[b]), 0.5) for b in xs], marker="o", markersize=3, linewidth=1.4,
-                     color=s.colour, label=_mpl_text(s.label))
+        (line,) = cond_ax.plot([x + _offset(n, len(ctx.series)) for x in xs],
+                               [max(_median(by_bin[b]), 0.5) for b in xs], marker=s.marker, markersize=3.5,
+                               linewidth=1.3, alpha=0.85, color=s.colour, zorder=2, label=_mpl_text(s.label))
+        legend.append((line, medians[s.label]))
     cond_ax.set_yscale("log")
     cond_ax.yaxis.set_major_locator(FixedLocator([1, 2, 5, 10, 20, 50, 100, 200, 500]))
     cond_ax.yaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
@@ -301,9 +340,10 @@ def _draw_lengths(ctx: ReportContext) -> Figure | None:
     cond_ax.set_title("Simulated length by real length")
     cond_ax.set_xlabel("words in the real turn")
     cond_ax.set_ylabel("median words, simulated")
-    cond_ax.legend(fontsize=7)
     for ax in (hist_ax, cond_ax):
         _length_axis(ax, n_bins)
+    fig.legend([h for h, _ in legend], [label for _, label in legend], loc="outside lower center",
+               ncols=min(3, len(legend)), fontsize=7)
     return fig
 
 
@@ -324,13 +364,14 @@ TURN_FIGURES: tuple[FigureSpec, ...] = (
     FigureSpec(
         "fig-position", "Metrics by turn position",
         f"Mean of each metric by the position of the student turn in its dialogue (1 = first student "
-        f"turn); turns from position {LATE_POSITION + 1} on are pooled. One line per run.",
+        f"turn); turns from position {LATE_POSITION + 1} on are pooled. One line and one marker shape per run, "
+        "shifted slightly sideways so that runs with the same values stay visible.",
         _draw_positions,
     ),
     FigureSpec(
         "fig-length", "Turn length",
         "Left: distribution of turn lengths in words, real (dashed) and simulated. Right: median "
-        "length of the simulated turn for real turns of each length; the dashed line is the real length.",
+        "length of the simulated turn for real turns of each length; the wide grey band is the real length.",
         _draw_lengths,
     ),
 )
@@ -379,7 +420,7 @@ def _draw_dialogue_lengths(ctx: ReportContext) -> Figure | None:
     _length_axis(ax, n_bins)
     ax.set_xlabel("words per student turn")
     ax.set_ylabel("share of student turns (%)")
-    ax.legend(fontsize=7)
+    _legend_above(fig, ax, ncols=2)
     return fig
 
 
@@ -390,14 +431,16 @@ def _draw_mastery(ctx: ReportContext) -> Figure | None:
         return None
     fig = _new_figure(7.5, 3.2)
     ax = fig.subplots()
-    for s, curve in rows:
-        ax.plot(range(1, len(curve) + 1), curve, marker="o", markersize=3, color=s.colour,
-                linewidth=2.2 if s.real else 1.4, linestyle="--" if s.real else "-", label=_mpl_text(s.label, 60))
+    for n, (s, curve) in enumerate(rows):
+        ax.plot([k + 1 + _offset(n, len(rows), span=0.2) for k in range(len(curve))], curve, marker=s.marker,
+                markersize=3.5, color=s.colour, alpha=0.85, linewidth=2.2 if s.real else 1.3,
+                linestyle="--" if s.real else "-", label=_mpl_text(s.label, 60))
     ax.set_xlabel("student turn in the dialogue")
     ax.set_ylabel("mean predicted mastery")
     ax.set_ylim(0, 1)
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.grid(axis="y", linewidth=0.4, alpha=0.5)
-    ax.legend(fontsize=7)
+    _legend_above(fig, ax)
     return fig
 
 
@@ -459,7 +502,8 @@ def report_context(ranked: Sequence[RankedRun]) -> ReportContext:
     """The figures' view of ranked runs: display names, one colour per run, one real series per data file."""
     runs = tuple(r.run for r in ranked)
     names = display_names(runs)
-    series = tuple(Series(names[id(run)], _RUN_COLOURS[i] if i < len(_RUN_COLOURS) else f"C{i % 10}", run.turns)
+    series = tuple(Series(names[id(run)], _RUN_COLOURS[i] if i < len(_RUN_COLOURS) else f"C{i % 10}", run.turns,
+                          marker=_RUN_MARKERS[i % len(_RUN_MARKERS)])
                    for i, run in enumerate(runs))
     # Real turns are the same for runs on the same data file: one real series per file.
     groups: dict[str, Run] = {}

@@ -10,6 +10,7 @@ when at least two runs report it.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,53 @@ class RankedRun:
     mean_rank: float | None
     ranks: Mapping[str, float]
     best: frozenset[str]
+
+
+#: A null reason saying the real turn has no label to compare with, in the metrics' own words ("real
+#: turn has no act label", "real turn has no correctness label (a failed annotation)"): a gap in the
+#: data, the same for every simulator, not a failure of this run.
+_NO_LABEL = re.compile(r"^real turn has no [\w ]*label")
+
+
+@dataclass(frozen=True, slots=True)
+class NullCounts:
+    """Turns of one metric without a value for a reason worth showing: ``failed`` (the scoring failed:
+    a model or request error) and ``no_label`` (the real turn has no label, nothing to compare with)."""
+
+    failed: int = 0
+    no_label: int = 0
+
+
+def is_missing_label(reason: str) -> bool:
+    """Whether a null reason of ``scores.jsonl`` says the real turn has no label."""
+    return bool(_NO_LABEL.match(reason))
+
+
+def null_counts(run: Run) -> dict[str, NullCounts]:
+    """Per metric, the run's failed scorings and real turns without a label.
+
+    Counted from the null reasons of ``scores.jsonl`` when its turns carry them. ``results.json``'s
+    ``failures.scoring`` counts every reason with "failed" in it, which includes "no correctness
+    label (a failed annotation)"; it is used as it is only for runs whose turns record no reasons.
+    """
+    failed: Counter[str] = Counter()
+    no_label: Counter[str] = Counter()
+    recorded = False
+    for turn in run.turns:
+        reasons = turn.details.get("null_reasons")
+        if not isinstance(reasons, Mapping):
+            continue
+        recorded = True
+        for metric, reason in reasons.items():
+            if turn.scores.get(metric) is not None or not isinstance(reason, str):
+                continue
+            if is_missing_label(reason):
+                no_label[metric] += 1
+            elif "failed" in reason:
+                failed[metric] += 1
+    if not recorded:
+        return {m: NullCounts(failed=n) for m, n in run.failures.scoring.items() if n}
+    return {m: NullCounts(failed[m], no_label[m]) for m in sorted({*failed, *no_label})}
 
 
 def metric_order(names: Iterable[str]) -> list[str]:
@@ -121,12 +169,14 @@ def table1_data(runs: Sequence[Run]) -> dict[str, Any]:
 
     ``runs[i].metrics[name]`` holds the numbers of ``results.json`` unchanged (``mean``, ``std``,
     ``n``, ``ci95``, plus ``extra`` such as ``qwk``), and ``failures`` (turns whose scoring failed),
-    ``rank`` (fractional, per column) and ``best``.
+    ``no_label`` (real turns without a label: not failures), ``rank`` (fractional, per column) and
+    ``best``; :func:`null_counts` says how failures and missing labels are told apart.
     """
     names = display_names(runs)
     rows = []
     for entry in rank_runs(runs):
         run = entry.run
+        nulls = null_counts(run)
         metrics = {}
         for metric in table_metrics(runs):
             summary = run.metrics.get(metric)
@@ -136,7 +186,8 @@ def table1_data(runs: Sequence[Run]) -> dict[str, Any]:
                 "mean": summary.mean, "std": summary.std, "n": summary.n,
                 "ci95": list(summary.ci95) if summary.ci95 else None,
                 **dict(summary.extra),
-                "failures": run.failures.scoring.get(metric, 0),
+                "failures": nulls.get(metric, NullCounts()).failed,
+                "no_label": nulls.get(metric, NullCounts()).no_label,
                 "rank": entry.ranks.get(metric),
                 "best": metric in entry.best,
             }
@@ -150,7 +201,10 @@ def table1_data(runs: Sequence[Run]) -> dict[str, Any]:
             "path": str(run.path),
             "data_sha256": run.data.sha256,
             "metrics": metrics,
-            "failures": {"simulation": run.failures.simulation, "scoring": dict(run.failures.scoring)},
+            "failures": {"simulation": run.failures.simulation,
+                         "scoring": {m: nulls.get(m, NullCounts()).failed
+                                     for m in dict.fromkeys([*run.failures.scoring, *nulls])}},
+            "no_label": {m: n.no_label for m, n in nulls.items() if n.no_label},
         })
     return {
         "metrics": table_metrics(runs),

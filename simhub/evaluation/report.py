@@ -49,7 +49,15 @@ from simhub.evaluation.figures import (
     draw_svg,
     report_context,
 )
-from simhub.evaluation.leaderboard import RANKING_RULE, RankedRun, rank_runs, table1_data, table_metrics
+from simhub.evaluation.leaderboard import (
+    RANKING_RULE,
+    NullCounts,
+    RankedRun,
+    null_counts,
+    rank_runs,
+    table1_data,
+    table_metrics,
+)
 from simhub.evaluation.paper import (
     HUMAN_AGREEMENT,
     METRIC_LABELS,
@@ -150,6 +158,8 @@ td.best { background: var(--best); }
 .badge { display: inline-block; margin-left: .3rem; padding: 0 .3rem; border-radius: .6rem; font-size: .68rem;
   font-weight: 700; color: #fff; background: #1b7a3a; vertical-align: .1em; }
 .warn { color: #a23b00; }
+.nolabel, .reason { color: var(--muted); }
+.reason { white-space: normal; max-width: 16rem; margin-left: auto; }
 figure { margin: 1.6rem 0; }
 figure svg { display: block; width: 100%; height: auto; max-width: 980px; }
 figure svg * { stroke-linejoin: round; stroke-linecap: butt; }
@@ -170,10 +180,22 @@ def _metric_header(metric: str) -> str:
     return f'<th scope="col" class="metric">{_e(METRIC_LABELS.get(metric, metric))} ↑</th>'
 
 
-def _run_cell(run: Run, metric: str, best: bool) -> str:
+def _null_notes(nulls: NullCounts) -> str:
+    """Under a cell: failed scorings (red), and real turns without a label (grey: a gap in the data,
+    the same for every run, not a failure)."""
+    notes = ""
+    if nulls.failed:
+        notes += (f'<span class="sub warn" title="turns whose scoring failed (see scores.jsonl)">'
+                  f"{nulls.failed:,} not scored</span>")
+    if nulls.no_label:
+        notes += (f'<span class="sub nolabel" title="real turns without a label to compare with (not failures)">'
+                  f"{nulls.no_label:,} no label</span>")
+    return notes
+
+
+def _run_cell(run: Run, metric: str, best: bool, nulls: NullCounts) -> str:
     summary = run.metrics.get(metric)
-    failed = run.failures.scoring.get(metric, 0)
-    fail = f'<span class="sub warn">{failed:,} not scored</span>' if failed else ""
+    fail = _null_notes(nulls)
     if summary is None:
         return f'<td><span class="muted" title="not evaluated">—</span>{fail}</td>'
     badge = '<span class="badge">best</span>' if best else ""
@@ -208,12 +230,13 @@ def _table1(ranked: Sequence[RankedRun], names: Mapping[int, str]) -> str:
     body = []
     for entry in ranked:
         run = entry.run
+        nulls = null_counts(run)
         body.append(
             f'<tr data-kind="run" data-run="{_e(run.name)}">'
             f"<td>{entry.rank if entry.rank is not None else '—'}</td>"
             f'<th scope="row" class="text">{_e(names[id(run)])}{_failed_simulations(run)}</th>'
             f'<td class="text">{_e(run.profile or "—")}</td>'
-            + "".join(_run_cell(run, m, m in entry.best) for m in metrics)
+            + "".join(_run_cell(run, m, m in entry.best, nulls.get(m, NullCounts())) for m in metrics)
             + f"<td>{_f(entry.mean_rank, 2)}</td></tr>"
         )
     published = [
@@ -231,8 +254,9 @@ def _table1(ranked: Sequence[RankedRun], names: Mapping[int, str]) -> str:
     caption = (
         f"<strong>{what}.</strong> Each cell: the mean of the metric over the student turns where it applies; "
         "below it the 95% confidence interval, then the number of scored turns (n) and the standard deviation "
-        "(sd), as written by simhub eval (for knowledge also the quadratic-weighted kappa, QWK), and turns whose "
-        "simulation or scoring failed. Every metric "
+        "(sd), as written by simhub eval (for knowledge also the quadratic-weighted kappa, QWK), turns whose "
+        "simulation or scoring failed (in red), and real turns with no label to compare with ('no label', "
+        "in grey: a gap in the data, not a failure). Every metric "
         "lies in [0, 1] and higher is more realistic (↑). "
         + (_e(RANKING_RULE) + " " if many else "")
         + "The rows below the runs are the paper's published numbers, not produced by simhub: they are "
@@ -279,6 +303,18 @@ def _dialogue_detail(metric: str, details: Any) -> list[str]:
     return []
 
 
+def _dialogue_null_reason(raw: Mapping[str, Any], metric: str) -> str:
+    """Why a dialogue-level value is null: ``null_reasons`` of dialogue_results.json, else the error
+    its ``details`` entry records (files written before ``null_reasons``), else that none is known."""
+    reasons = raw.get("null_reasons")
+    reason = reasons.get(metric) if isinstance(reasons, Mapping) else None
+    if not isinstance(reason, str):
+        details = raw.get("details")
+        detail = details.get(metric) if isinstance(details, Mapping) else None
+        reason = detail.get("error") if isinstance(detail, Mapping) else None
+    return reason if isinstance(reason, str) and reason else "no value; this file records no reason"
+
+
 def _dialogue_section(ctx: ReportContext) -> str | None:
     runs = [r for r in ctx.runs if r.dialogue_results is not None]
     if not runs:
@@ -294,7 +330,11 @@ def _dialogue_section(ctx: ReportContext) -> str | None:
         for run in runs:
             value = run.dialogue_results.metrics.get(metric)
             if value is None:
-                cells.append('<td class="muted">—</td>')
+                cells.append('<td class="muted" title="not computed in this run">—</td>')
+                continue
+            if value.value is None:
+                reason = _dialogue_null_reason(run.dialogue_results.raw, metric)
+                cells.append(f'<td><span class="muted">—</span><span class="sub reason">{_e(reason)}</span></td>')
                 continue
             sub = []
             if value.ci95:
@@ -359,6 +399,7 @@ def _examples(ctx: ReportContext) -> str:
 
 def _provenance(run: Run, name: str) -> str:
     d = run.data
+    nulls = null_counts(run)
     knowledge = run.metrics.get("knowledge")
     items: list[tuple[str, str]] = [
         ("Run directory", f"<code>{_e(run.name)}</code>"),
@@ -370,7 +411,9 @@ def _provenance(run: Run, name: str) -> str:
                               f"{'—' if d.turns is None else f'{d.turns:,}'}"),
         ("Scored turns (scores.jsonl)", f"{len(run.turns):,}"),
         ("Failed simulations", f"{run.failures.simulation:,}"),
-        ("Failed scoring", _e(", ".join(f"{k}: {v:,}" for k, v in run.failures.scoring.items() if v) or "none")),
+        ("Failed scoring", _e(", ".join(f"{k}: {v.failed:,}" for k, v in nulls.items() if v.failed) or "none")),
+        ("Real turns without a label", _e(", ".join(f"{k}: {v.no_label:,}" for k, v in nulls.items() if v.no_label)
+                                          or "none")),
         ("simhub version", _e(run.simhub_version or "—")),
         ("Created", _e(run.created or "—")),
     ]
@@ -405,9 +448,8 @@ def render_report(runs: Sequence[Run], *, title: str | None = None) -> str:
     ranked = rank_runs(runs)
     ctx = report_context(ranked)
     names = ctx.names
-    if title is None:
-        shown = ", ".join(names[id(r)] for r in ctx.runs[:4]) + (", …" if len(ctx.runs) > 4 else "")
-        title = f"Simulated-student realism: {shown}"
+    if title is None:  # every run, in leaderboard order: a reader should not have to guess what is compared
+        title = f"Simulated-student realism: {', '.join(names[id(r)] for r in ctx.runs)}"
     version = _version()
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
 

@@ -30,9 +30,10 @@ from simhub.serving.controllers import (
     provide_services,
 )
 from simhub.serving.errors import EXCEPTION_HANDLERS, error_response
+from simhub.serving.examples import REQUESTS
 from simhub.serving.guard import body_guard_middleware
 from simhub.serving.metrics import ServiceMetrics, access_middleware, configure_logging
-from simhub.serving.openapi import OfflineSwaggerPlugin, apply_limits, limits_description
+from simhub.serving.openapi import OfflineSwaggerPlugin, apply_limits, apply_request_examples, limits_description
 from simhub.serving.services import Services
 from simhub.serving.settings import ServiceSettings
 
@@ -119,6 +120,7 @@ def create_app(settings: ServiceSettings | None = None, profile: Profile | None 
         debug=False,
     )
     apply_limits(app.openapi_schema, settings.limits)
+    apply_request_examples(app.openapi_schema, REQUESTS)
     app.state.services = services
     app.state.settings = settings
     app.state.metrics = metrics

@@ -14,21 +14,23 @@ from litestar.response import Stream
 from simhub import __version__
 from simhub.metrics import ScoreItem
 from simhub.models import DEFAULT_MAX_TOKENS, Sampling
-from simhub.serving import chat
+from simhub.serving import chat, examples
 from simhub.serving import schemas as s
 from simhub.serving.errors import clean
 from simhub.serving.openapi import StreamingOperation
 from simhub.serving.services import Services
 from simhub.simulation import SimulationResult
 
-ERRORS = {400: "invalid request, unsupported parameter, limit exceeded, body not UTF-8 or nested too deeply",
-          401: "missing or wrong API key", 413: "body too large",
-          422: "wrong types or constraint violated", 429: "rate limited", 502: "a simulator's own endpoint failed",
-          503: "queue full or not ready (Retry-After)", 504: "request timed out"}
 
-
-def _responses(*codes: int) -> dict:
-    return {c: ResponseSpec(data_container=s.ErrorResponse, description=ERRORS.get(c, "error")) for c in codes}
+def _responses(operation: str) -> dict:
+    """The documented errors of ``operation``, each status with its real examples (never generated ones:
+    Litestar would fill them with random strings)."""
+    by_status: dict[int, list] = {}
+    for error in examples.ERRORS[operation]:
+        by_status.setdefault(error.status, []).append(error.as_example())
+    return {status: ResponseSpec(data_container=s.ErrorResponse, description=examples.STATUS_DESCRIPTIONS[status],
+                                 generate_examples=False, examples=found)
+            for status, found in sorted(by_status.items())}
 
 
 class EventStream(Stream):
@@ -63,7 +65,7 @@ def _simulation_out(results: list[SimulationResult]) -> tuple[list[s.SimulationO
 class SimulationController(Controller):
     tags: ClassVar[list[str]] = ["simulation"]
 
-    @post("/simulate", operation_id="simulate", status_code=200, responses=_responses(400, 404, 413, 422, 429, 503, 504),
+    @post("/simulate", operation_id="simulate", status_code=200, responses=_responses("simulate"),
           summary="Next student turn for each dialogue (n candidates)")
     async def simulate(self, data: Annotated[s.SimulateRequest, Body(title="Simulate request")], services: Services) -> s.SimulateResponse:
         cfg = services.settings
@@ -87,7 +89,7 @@ class SimulationController(Controller):
 class ScoringController(Controller):
     tags: ClassVar[list[str]] = ["scoring"]
 
-    @post("/score", operation_id="score", status_code=200, responses=_responses(400, 413, 422, 429, 503, 504),
+    @post("/score", operation_id="score", status_code=200, responses=_responses("score"),
           summary="Realism metrics of simulated turns against the real ones",
           description="An item that cannot be scored (a tutor turn, an index out of range, a candidate or a dialogue "
                       "over its limit) gets an error of its own, the others are scored, as in simhub score.")
@@ -127,7 +129,8 @@ class InfoController(Controller):
          description="While starting, 503 with Retry-After: each simulator and metric model with its status and "
                      "what it waits for, the models built so far, and the build in progress (k of n, training "
                      "steps, ETA). A simulator or metric is served as soon as it is ready.",
-         responses={503: ResponseSpec(data_container=s.ReadyResponse, description="still building or loading, or failed")})
+         responses={503: ResponseSpec(data_container=s.ReadyResponse, description="still building or loading, or failed",
+                                      generate_examples=False, examples=[examples.READY_EXAMPLE])})
     async def ready(self, services: Services) -> Response[s.ReadyResponse]:
         step, progress, built = dict(services.step), services.build_progress, list(services.built)
         what = step["what"]
@@ -162,7 +165,7 @@ class OpenAIController(Controller):
     tags: ClassVar[list[str]] = ["openai"]
 
     @post("/chat/completions", operation_id="createChatCompletion", status_code=200, operation_class=StreamingOperation,
-          responses=_responses(400, 404, 413, 422, 429, 502, 503, 504), summary="Next student turn, OpenAI chat format",
+          responses=_responses("createChatCompletion"), summary="Next student turn, OpenAI chat format",
           description="system = the question, user = the tutor, assistant = the student, who speaks next. Choices "
                       "carry end_of_dialogue (simhub's extension). OpenAI parameters a simulated student cannot "
                       "honour are refused with 400 naming them; fields OpenAI does not define are ignored.")

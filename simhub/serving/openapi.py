@@ -7,16 +7,23 @@ nothing from anywhere but this service.
 The request structs carry only the constraints that never change; the service's limits are
 configured (profile, environment), so :func:`apply_limits` writes the configured values into the
 generated schema (``maxItems``, ``maximum``, descriptions) once, when the app is built.
+
+Each request body gets named examples (:func:`apply_request_examples`, from
+:mod:`simhub.serving.examples`): Litestar's ``Body(examples=...)`` writes only the values, as a JSON
+Schema ``examples`` list, which Swagger UI offers no choice between; named OpenAPI examples are
+listed by summary and fill "Try it out".
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from litestar import Response, get
 from litestar.openapi.plugins import SwaggerRenderPlugin
-from litestar.openapi.spec import OpenAPIMediaType, OpenAPIResponse, OpenAPIType, Operation, Schema
+from litestar.openapi.spec import Example, OpenAPIMediaType, OpenAPIResponse, OpenAPIType, Operation, Schema
 
 from simhub.config import RESOURCES, Limits
 
@@ -123,6 +130,28 @@ def apply_limits(openapi: OpenAPI, limits: Limits) -> None:
     _note(field("ScoreItemIn", "candidate"),
           f"longer than {limits.max_candidate_chars} characters: an error of this item; scoring cuts it anyway")
     _note(field("Dialogue", "turns"), "in /score, a dialogue over the limit is an error of its item")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def apply_request_examples(openapi: OpenAPI, requests: Mapping[str, Sequence[Example]]) -> None:
+    """Give the JSON request body of each operation in ``requests`` (by operation id) its named
+    examples, in order (the first fills "Try it out")."""
+    found = set()
+    for item in (openapi.paths or {}).values():
+        for method in ("get", "put", "post", "delete", "patch"):
+            operation = getattr(item, method, None)
+            if operation is None or operation.operation_id not in requests or operation.request_body is None:
+                continue
+            media = operation.request_body.content["application/json"]
+            media.examples = {_slug(e.summary or f"example {i}"): e
+                              for i, e in enumerate(requests[operation.operation_id], 1)}
+            found.add(operation.operation_id)
+    missing = set(requests) - found
+    if missing:
+        raise ValueError(f"request examples for operations without a JSON body: {', '.join(sorted(missing))}")
 
 
 def limits_description(limits: Limits) -> str:

@@ -64,7 +64,10 @@ class NotReady(SimhubError):
         self.field, self.failed = field, failed
 
 
-ModelId = Annotated[str, Meta(min_length=1, max_length=200, description="A simulator id from GET /models")]
+#: The simulator the docs' examples name: one the demo profile serves (see :mod:`simhub.serving.examples`).
+EXAMPLE_SIMULATOR = "tiny-student-sft"
+ModelId = Annotated[str, Meta(min_length=1, max_length=200, description="A simulator id from GET /models",
+                              examples=[EXAMPLE_SIMULATOR])]
 
 
 # ---------------------------------------------------------------------------------------- /simulate
@@ -77,7 +80,7 @@ class SamplingParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     top_p: Annotated[float, Meta(gt=0.0, le=1.0)] = 1.0
     max_tokens: Annotated[int, Meta(ge=1, description=f"default {DEFAULT_MAX_TOKENS} (or the service's limit if lower)")] | None = None
     n: Annotated[int, Meta(ge=1, description="candidates per dialogue")] = 1
-    seed: Annotated[int, Meta(ge=0, le=2**63 - 1)] | None = None
+    seed: Annotated[int, Meta(ge=0, le=2**63 - 1, examples=[7])] | None = None
 
 
 class SimulateRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -122,7 +125,9 @@ class ScoreItemIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 class ScoreRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     items: Annotated[list[ScoreItemIn], Meta(min_length=1)]
-    metrics: Annotated[list[Annotated[str, Meta(max_length=64)]], Meta(min_length=1, max_length=16)] | None = msgspec.field(
+    metrics: Annotated[list[Annotated[str, Meta(max_length=64)]], Meta(
+        min_length=1, max_length=16, description="metric names (GET /models); default: every configured metric",
+        examples=[["rouge_l", "cosine"]])] | None = msgspec.field(
         default=None
     )
 
@@ -293,7 +298,7 @@ class ChatCompletionRequest(msgspec.Struct, kw_only=True):
     max_tokens: Annotated[int, Meta(ge=1)] | None = None
     max_completion_tokens: Annotated[int, Meta(ge=1)] | None = None
     n: Annotated[int, Meta(ge=1)] = 1
-    seed: Annotated[int, Meta(ge=0, le=2**63 - 1)] | None = None
+    seed: Annotated[int, Meta(ge=0, le=2**63 - 1, examples=[7])] | None = None
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     logprobs: Annotated[bool, Meta(description="return the log-probability of each generated token")] | None = None

@@ -8,6 +8,7 @@ UI is vendored in the package), render without errors, and list the operations. 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -22,6 +23,7 @@ uvicorn = pytest.importorskip("uvicorn", reason="the service needs simhub[serve]
 
 from simhub.config import Profile  # noqa: E402
 from simhub.serving.app import create_app  # noqa: E402
+from simhub.serving.examples import REQUESTS  # noqa: E402
 from simhub.serving.settings import ServiceSettings  # noqa: E402
 from tests.doubles.server_process import free_port  # noqa: E402
 
@@ -81,5 +83,26 @@ def test_docs_render_offline_and_list_the_operations(service, browser, path):
         assert not blocked, f"the docs page asked the network for {blocked}"
         assert not errors, errors
         assert "/schema/assets/swagger-ui-bundle.js" in loaded and "/schema/assets/swagger-ui.css" in loaded
+    finally:
+        context.close()
+
+
+def test_try_it_out_is_filled_with_the_named_examples(service, browser):
+    """Each POST's "Try it out" body is its first documented example, and the others can be chosen
+    by summary (not a sample generated from the schema, whose seed and metric names were invalid)."""
+    context = browser.new_context(viewport={"width": 1920, "height": 1200})
+    page = context.new_page()
+    try:
+        page.goto(service + "/schema", wait_until="load")
+        page.wait_for_selector(".opblock", timeout=30_000)
+        for tag, operation in (("simulation", "simulate"), ("scoring", "score"), ("openai", "createChatCompletion")):
+            block = page.locator(f"#operations-{tag}-{operation}")
+            block.locator(".opblock-summary").click()
+            block.locator("button.try-out__btn").click()
+            body = block.locator("textarea.body-param__text")
+            body.wait_for(timeout=10_000)
+            assert json.loads(body.input_value()) == REQUESTS[operation][0].value, operation
+            choices = block.locator(".opblock-section-request-body select").all_inner_texts()
+            assert all(example.summary in "".join(choices) for example in REQUESTS[operation]), (operation, choices)
     finally:
         context.close()

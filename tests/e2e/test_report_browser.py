@@ -10,6 +10,7 @@ downloaded browsers).
 from __future__ import annotations
 
 import html
+import json
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,11 @@ pytest.importorskip("matplotlib", reason="the report draws its figures with matp
 from simhub.evaluation.paper import TABLE1  # noqa: E402
 from simhub.evaluation.report import TURN_FIGURES, load_run, table1_data, write_report  # noqa: E402
 from tests.unit.test_report import make_runs  # noqa: E402
+
+#: More runs than the page once had room for (its title and table stopped at four).
+MANY = ["tiny-student-sft", "reference:previous-turn", "reference:real", "tiny-student-base", "baseline:zero-shot",
+        "baseline:icl", "baseline:ocean"]
+REASON = "no correctness labels: needs a judge endpoint (scoring.metrics.judge kind openai)"
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +89,48 @@ def test_report_renders_offline(report, browser):
     assert blocked == [], f"the page asked for other resources: {blocked}"
     assert failed == [], f"failed requests: {failed}"
     assert errors == [], f"console errors: {errors}"
+
+
+@pytest.fixture(scope="module")
+def many_runs(tmp_path_factory) -> tuple[Path, list[Path]]:
+    """Seven runs, as a demo with baselines writes them: real turns without a correctness label, and
+    dialogue-level statistics that are null, with the reason the writer records."""
+    run_dirs = make_runs(tmp_path_factory.mktemp("many"), MANY)
+    file = run_dirs[0] / "dialogue_results.json"
+    results = json.loads(file.read_text())
+    results["metrics"]["correctness_rate_diff"] = {"value": None, "ci95": None, "n": 30}
+    results["null_reasons"] = {"correctness_rate_diff": REASON}
+    file.write_text(json.dumps(results))
+    return write_report(run_dirs, tmp_path_factory.mktemp("many-report") / "report.html"), run_dirs
+
+
+def test_report_at_1920_px_shows_every_run_and_tells_gaps_from_failures(many_runs, browser):
+    path, run_dirs = many_runs
+    context = browser.new_context(viewport={"width": 1920, "height": 1080}, offline=True)
+    page = context.new_page()
+    try:
+        page.goto(path.resolve().as_uri(), wait_until="load")
+        names = [row["name"] for row in table1_data([load_run(d) for d in run_dirs])["runs"]]
+        heading = page.locator("h1").inner_text()
+        assert all(name in heading for name in names) and "…" not in heading
+        rows = page.locator('#table1 tbody#table1-runs tr[data-kind="run"]')
+        assert rows.count() == len(MANY)
+        wrap = page.locator("#table1-section .table-wrap")
+        assert wrap.evaluate("w => w.scrollWidth <= w.clientWidth")  # nothing cut off or hidden behind a scroll
+        right = wrap.bounding_box()["x"] + wrap.bounding_box()["width"]
+        for i in range(rows.count()):
+            rows.nth(i).scroll_into_view_if_needed()
+            box = rows.nth(i).bounding_box()
+            assert rows.nth(i).is_visible() and box["x"] + box["width"] <= right + 1, (names[i], box)
+
+        def colour(selector: str) -> set[str]:
+            return set(page.locator(selector).evaluate_all("nodes => nodes.map(n => getComputedStyle(n).color)"))
+
+        no_label = page.locator("#table1 .nolabel")
+        assert no_label.count() >= len(MANY) and all(t.endswith(" no label") for t in no_label.all_inner_texts())
+        assert colour("#table1 .nolabel") == {"rgb(91, 91, 91)"}  # grey, the page's muted colour
+        assert colour("#table1 .warn") == {"rgb(162, 59, 0)"}  # failures stay red
+        reason = page.locator("#dialogue-table .reason", has_text=REASON)
+        assert reason.count() == 1 and reason.is_visible()
+    finally:
+        context.close()

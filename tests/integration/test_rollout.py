@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -139,6 +140,7 @@ def test_eval_dialogues_writes_every_statistic_with_a_ci(data, tmp_path, tiny_pr
         m = results["metrics"][name]
         assert set(m) == {"value", "ci95", "n"} and m["n"] == 4 and m["value"] is not None
     assert 0.0 <= results["metrics"]["acts_jsd"]["value"] <= 1.0
+    assert results["null_reasons"] == {}  # written for the report; nothing is null here
     assert set(results["stability_sd"]) >= {"acts_jsd", "length_w1"}  # two samples per dialogue
     assert not (out / "results.json").exists() and results["figures"]["acts"]["real"]
     # Behind the single numbers: both sides of tutor sensitivity and of the KT gain.
@@ -154,6 +156,28 @@ def test_eval_dialogues_writes_every_statistic_with_a_ci(data, tmp_path, tiny_pr
     assert 'id="dialogue-table"' in text and "kt_gain_diff" in text
     for figure in ("fig-dialogue-acts", "fig-dialogue-length", "fig-mastery"):
         assert f'<figure id="{figure}"><svg' in text, figure
+
+
+def test_eval_dialogues_says_why_a_statistic_is_null(data, tmp_path, tiny_profile):
+    # The demo's judge is a local adapter trained for the judge's prompt: it cannot label a single turn's
+    # correctness, so correctness_rate_diff is null, and the file says why (the report shows it).
+    text = Path(TINY).read_text(encoding="utf-8").replace(
+        "judge: {kind: local, model: tiny:llama}", "judge: {kind: local, model: tiny:llama, adapter: random-lora:judge}")
+    assert "random-lora:judge" in text
+    profile = tmp_path / "adapter-judge.yaml"
+    profile.write_text(text, encoding="utf-8")
+    roll = tmp_path / "roll"
+    _rollout("--tutor", "tiny-tutor", "--data", str(data), "--output", str(roll), "--max-turns", "4")
+    out = tmp_path / "dl"
+    assert main(["eval-dialogues", "--profile", str(profile), "--real", str(data), "--sim", str(roll), "--output",
+                 str(out), "--bootstrap", "50", "--no-sensitivity"]) == 0
+    results = json.loads((out / "dialogue_results.json").read_text())
+    assert results["metrics"]["correctness_rate_diff"]["value"] is None
+    assert results["null_reasons"]["correctness_rate_diff"].startswith("no correctness labels: needs a judge endpoint")
+    assert set(results["null_reasons"]) == {m for m, v in results["metrics"].items() if v["value"] is None}
+    page = tmp_path / "page.html"
+    assert main(["report", str(out), "--output", str(page)]) == 0
+    assert "no correctness labels: needs a judge endpoint" in page.read_text(encoding="utf-8")
 
 
 def test_eval_dialogues_bad_input(data, tmp_path, sample_corpus, tiny_profile, capsys):

@@ -17,6 +17,8 @@ import pytest
 
 from simhub.errors import DataError, MissingExtraError
 from simhub.evaluation.dialogue_eval import write_results
+from simhub.evaluation.figures import report_context
+from simhub.evaluation.leaderboard import is_missing_label, null_counts
 from simhub.evaluation.paper import METRICS, TABLE1
 from simhub.evaluation.report import (
     DIALOGUE_FIGURES,
@@ -33,6 +35,8 @@ from simhub.evaluation.report import (
     write_report,
 )
 from simhub.evaluation.stats import cluster_mean_ci
+from simhub.metrics.acts import NO_LABEL as NO_ACT_LABEL
+from simhub.metrics.judge import NO_LABEL, REAL_NA
 from simhub.schema import ACTS
 
 pytest.importorskip("matplotlib", reason="the report draws its figures with matplotlib (simhub[report])")
@@ -74,6 +78,8 @@ def _dialogues(n: int, seed: int) -> list[dict]:
             text = rng.choice(_TEXTS[act]).format(a=a, b=b, c=a + b)
             turns.append({"turn_index": 2 * position + offset, "position": position, "act": act,
                           "label": label, "text": text})
+        if d % 5 == 2:  # a real turn without a correctness label (a failed annotation), as the corpus has
+            turns[1]["label"] = None
         dialogues.append({"id": f"{1000 + d}-{rng.randint(10_000, 99_999)}", "turns": turns})
     return dialogues
 
@@ -91,7 +97,7 @@ def make_run_dir(root: Path, simulator: str, dialogues: list[dict], *, seed: int
     run.mkdir(parents=True)
     lines, simulations = [], []
     sim_failures = 0
-    scoring_failures = {"knowledge": 0, "tutor_response": 0}
+    scoring_failures = {"correctness": 0, "errors": 0, "knowledge": 0, "tutor_response": 0}
     for dialogue in dialogues:
         last = len(dialogue["turns"]) - 1
         for turn in dialogue["turns"]:
@@ -109,7 +115,9 @@ def make_run_dir(root: Path, simulator: str, dialogues: list[dict], *, seed: int
             words += _FILLER[: max(0, round(rng.gauss(preset["extra_words"], 2)))]
             candidate = " ".join(words)
             real_label = turn["label"]
-            if real_label == "na":
+            if real_label is None:
+                verdict = None  # the judge is not asked: nothing to compare with
+            elif real_label == "na":
                 verdict = rng.choice(["na", "na", "correct"])
             elif rng.random() < preset["verdict"]:
                 verdict = real_label
@@ -118,7 +126,7 @@ def make_run_dir(root: Path, simulator: str, dialogues: list[dict], *, seed: int
             level = preset["level"]
             scores = {
                 "acts": 1.0 if act == turn["act"] else 0.0,
-                "correctness": None if real_label == "na" else float(verdict == real_label),
+                "correctness": None if real_label in ("na", None) else float(verdict == real_label),
                 "errors": (float(verdict == "incorrect" and rng.random() < preset["same_error"])
                            if real_label == "incorrect" else None),
                 "knowledge": None if turn["position"] == 0 else _clip01(rng.gauss(level + 0.1, 0.12)),
@@ -127,12 +135,18 @@ def make_run_dir(root: Path, simulator: str, dialogues: list[dict], *, seed: int
                 "tutor_response": None if turn["position"] == last else _clip01(rng.gauss(0.2, 0.05)),
             }
             null_reasons = {}
+            if real_label is None:
+                null_reasons |= {"correctness": NO_LABEL, "errors": NO_LABEL}
+                # simhub eval counted these as failed scorings (the reason says "a failed annotation")
+                scoring_failures["correctness"] += 1
+                scoring_failures["errors"] += 1
             if scores["knowledge"] is not None and rng.random() < 0.02:
                 scores["knowledge"] = None
                 scoring_failures["knowledge"] += 1
                 null_reasons["knowledge"] = "scoring failed: CUDA out of memory"
-            details = {"acts": {"predicted": act, "real": turn["act"]},
-                       "judge": {"answer": f"{verdict}", "real_label": real_label, "verdict": verdict}}
+            details = {"acts": {"predicted": act, "real": turn["act"]}}
+            if real_label is not None:
+                details["judge"] = {"answer": f"{verdict}", "real_label": real_label, "verdict": verdict}
             if null_reasons:
                 details["null_reasons"] = null_reasons
             line |= {"candidate": candidate, "scores": scores, "details": details}
@@ -300,7 +314,13 @@ def test_table_values_equal_results_json(run_dirs):
     for row in table["runs"]:
         results = json.loads((Path(row["path"]) / "results.json").read_text())
         assert row["simulator"] == results["simulator"]
-        assert row["failures"] == results["failures"]
+        # results.json counted the real turns without a label as failed scorings; the table tells them apart.
+        scoring, no_label = results["failures"]["scoring"], row["no_label"]
+        assert row["failures"]["simulation"] == results["failures"]["simulation"]
+        assert {m: row["failures"]["scoring"][m] + no_label.get(m, 0) for m in scoring} == scoring
+        assert no_label["correctness"] == no_label["errors"] > 0 and row["failures"]["scoring"]["correctness"] == 0
+        assert row["metrics"]["correctness"]["no_label"] == no_label["correctness"]
+        assert row["metrics"]["knowledge"]["failures"] == scoring["knowledge"] > 0
         for name, entry in results["metrics"].items():
             got = row["metrics"][name]
             assert (got["mean"], got["std"], got["n"], got["ci95"]) == (
@@ -536,3 +556,108 @@ def test_runs_on_different_data_and_a_plugin_metric(tmp_path):
     page = render_report(runs)
     assert "Real · eedi-test.jsonl" in page and "Real · other.jsonl" in page
     assert ">helpfulness ↑</th>" in page and "helpfulness</text>" in page
+
+
+# ------------------------------------------------------------------------------ null values, figures
+
+
+def test_missing_labels_are_told_apart_from_failures():
+    # The metrics' own wording of a missing label, and reasons that are not one.
+    assert is_missing_label(NO_LABEL) and is_missing_label(NO_ACT_LABEL)
+    for reason in (REAL_NA, "judge request failed: ReadTimeout", "failed: RuntimeError: CUDA out of memory"):
+        assert not is_missing_label(reason), reason
+
+
+def test_no_label_is_grey_and_failures_stay_red(run_dirs, page):
+    run = load_run(run_dirs[0])
+    counts = null_counts(run)
+    assert counts["correctness"].no_label > 0 and counts["correctness"].failed == 0 and counts["knowledge"].failed > 0
+    row = re.search(rf'<tr data-kind="run" data-run="{re.escape(run.name)}">(.*?)</tr>', page, re.S).group(1)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    correctness, knowledge = cells[2 + METRICS.index("correctness")], cells[2 + METRICS.index("knowledge")]
+    assert '<span class="sub nolabel"' in correctness and f"{counts['correctness'].no_label} no label" in correctness
+    assert "not scored" not in correctness and "warn" not in correctness
+    assert 'class="sub warn"' in knowledge and f"{counts['knowledge'].failed} not scored" in knowledge
+    assert ".nolabel, .reason { color: var(--muted); }" in page
+
+
+def test_runs_whose_turns_record_no_reasons_keep_the_results_json_count(tmp_path):
+    run_dir = make_run_dir(tmp_path / "runs", "old", _dialogues(6, seed=3), seed=4)
+    lines = [json.loads(x) for x in (run_dir / "scores.jsonl").read_text().splitlines()]
+    for line in lines:
+        line.get("details", {}).pop("null_reasons", None)
+    (run_dir / "scores.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    run = load_run(run_dir)
+    assert {m: c.failed for m, c in null_counts(run).items()} == {m: n for m, n in run.failures.scoring.items() if n}
+
+
+def test_dialogue_null_values_give_their_reason(tmp_path):
+    runs = []
+    for name, extra in (("new", {"null_reasons": {"correctness_rate_diff": "no correctness labels: needs a judge "
+                                                  "endpoint"}}),
+                        ("old", {"details": {"tutor_sensitivity": {"error": "sim helpful: no outcome"}}}),
+                        ("bare", {})):
+        results = {"metrics": {"correctness_rate_diff": {"value": None, "ci95": None, "n": 4},
+                               "tutor_sensitivity": {"value": None, "ci95": None, "n": 4}}, **extra}
+        write_results(results, tmp_path / name, {"kind": "dialogue-level", "real": "real.jsonl", "simulator": name})
+        runs.append(load_run(tmp_path / name))
+    table = re.search(r'<table id="dialogue-table">.*?</table>', render_report(runs), re.S).group(0)
+    reasons = re.findall(r'<span class="sub reason">(.*?)</span>', table)
+    assert reasons.count("no value; this file records no reason") == 4  # of six cells
+    assert "no correctness labels: needs a judge endpoint" in reasons and "sim helpful: no outcome" in reasons
+
+
+def test_title_names_every_run(tmp_path):
+    names = ["sim-a", "sim-b", "sim-c", "sim-d", "sim-e", "sim-f"]
+    dialogues = _dialogues(4, seed=3)
+    runs = [load_run(make_run_dir(tmp_path, n, dialogues, seed=i)) for i, n in enumerate(names)]
+    page = render_report(runs)
+    title = re.search(r"<h1>(.*?)</h1>", page).group(1)
+    assert all(n in title for n in names) and "…" not in title
+
+
+def _drawn(spec_id: str, runs):
+    """The figure ``spec_id`` drawn for ``runs`` on an Agg canvas, with its renderer."""
+    import matplotlib as mpl
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from simhub.evaluation.figures import _RC
+
+    (spec,) = [s for s in (*TURN_FIGURES, *DIALOGUE_FIGURES) if s.id == spec_id]
+    with mpl.rc_context(_RC):
+        fig = spec.draw(report_context(rank_runs(runs)))
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+    return fig, canvas.get_renderer()
+
+
+def test_act_legends_are_outside_the_bars(run_dirs, tmp_path):
+    # The dialogue-level act mix of the demo: one category holds every turn, so its bars reach 100%.
+    for figure_id in ("fig-acts", "fig-dialogue-acts"):
+        fig, renderer = _drawn(figure_id, [load_run(d) for d in run_dirs])
+        (ax,) = fig.axes
+        (legend,) = fig.legends
+        box = legend.get_window_extent(renderer)
+        assert not ax.get_legend() and box.y0 >= ax.get_window_extent(renderer).y1 - 1, figure_id
+        assert not any(box.overlaps(bar.get_window_extent(renderer)) for bar in ax.patches), figure_id
+
+
+def test_coinciding_lines_stay_visible(tmp_path):
+    # Two runs with the same candidates: every mean coincides.
+    dialogues = _dialogues(6, seed=3)
+    runs = [load_run(make_run_dir(tmp_path / name, "same", dialogues, seed=1, profile=name)) for name in ("p1", "p2")]
+    fig, _ = _drawn("fig-position", runs)
+    tutor = next(ax for ax in fig.axes if ax.get_title() == "Tutor resp.")
+    first, second = tutor.get_lines()
+    assert list(first.get_ydata()) == list(second.get_ydata())  # the same values...
+    assert all(a != b for a, b in zip(first.get_xdata(), second.get_xdata(), strict=True))  # ...side by side
+    assert first.get_marker() != second.get_marker()
+
+
+def test_the_length_reference_is_visible_under_a_run_that_matches_it(run_dirs):
+    fig, _ = _drawn("fig-length", [load_run(d) for d in run_dirs])
+    cond = next(ax for ax in fig.axes if ax.get_title() == "Simulated length by real length")
+    (reference,) = [line for line in cond.get_lines() if line.get_label() == "same length as real"]
+    runs = [line for line in cond.get_lines() if line is not reference]
+    assert reference.get_linewidth() > 2 * max(line.get_linewidth() for line in runs)  # wider: it shows around them
+    assert reference.get_zorder() < min(line.get_zorder() for line in runs) and reference.get_marker() == "s"
