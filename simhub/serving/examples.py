@@ -168,7 +168,7 @@ CHAT_ERRORS = [
     ErrorExample(422, "A value out of range", "validation_error",
                  "temperature: Expected `float` <= 2.0", "temperature"),
     ErrorExample(502, "The simulator's own endpoint failed", "upstream_error",
-                 "model: the simulator's endpoint failed (APIConnectionError)", "model"),
+                 "model: the simulator's endpoint failed (connection refused at http://127.0.0.1:8001/v1)", "model"),
     ErrorExample(503, "The simulator is still being built (a first start)", "not_ready",
                  f"model: simulator {DEMO_SIMULATOR} is not ready yet; waits for demo:student-sft ({_BUILDING})",
                  "model"),
