@@ -10,7 +10,6 @@ when at least two runs report it.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from simhub.evaluation.paper import METRICS, PAPER, TABLE1, TABLE1_SPLIT
-from simhub.evaluation.rundir import Run
+from simhub.evaluation.rundir import Run, is_missing_label
 
 RANKING_RULE = (
     "Runs are ordered by their mean rank over the metric columns (lower is better). In each column "
@@ -44,10 +43,6 @@ class RankedRun:
     best: frozenset[str]
 
 
-#: A null reason saying the real turn has no label to compare with, in the metrics' own words ("real
-#: turn has no act label", "real turn has no correctness label (a failed annotation)"): a gap in the
-#: data, the same for every simulator, not a failure of this run.
-_NO_LABEL = re.compile(r"^real turn has no [\w ]*label")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,17 +54,12 @@ class NullCounts:
     no_label: int = 0
 
 
-def is_missing_label(reason: str) -> bool:
-    """Whether a null reason of ``scores.jsonl`` says the real turn has no label."""
-    return bool(_NO_LABEL.match(reason))
-
-
 def null_counts(run: Run) -> dict[str, NullCounts]:
     """Per metric, the run's failed scorings and real turns without a label.
 
-    Counted from the null reasons of ``scores.jsonl`` when its turns carry them. ``results.json``'s
-    ``failures.scoring`` counts every reason with "failed" in it, which includes "no correctness
-    label (a failed annotation)"; it is used as it is only for runs whose turns record no reasons.
+    Counted from the null reasons of ``scores.jsonl`` when its turns carry them; runs whose turns
+    record no reasons fall back to ``results.json``'s ``failures.scoring`` (which runs written
+    before this rule counted missing labels in).
     """
     failed: Counter[str] = Counter()
     no_label: Counter[str] = Counter()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,17 @@ SCORES_FILE = "scores.jsonl"
 DIALOGUE_RESULTS_FILE = "dialogue_results.json"
 
 # --------------------------------------------------------------------------------------- data model
+
+
+#: A null reason saying the real turn has no label to compare with, in the metrics' own words ("real
+#: turn has no act label", "real turn has no correctness label (a failed annotation)"): a gap in the
+#: data, the same for every simulator, not a failure of the run.
+_NO_LABEL = re.compile(r"^real turn has no [\w ]*label")
+
+
+def is_missing_label(reason: str) -> bool:
+    """Whether a null reason of ``scores.jsonl`` says the real turn has no label."""
+    return bool(_NO_LABEL.match(reason))
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from simhub.cache import ContentCache, fingerprint
 from simhub.config import Profile, cache_root
 from simhub.errors import ConfigError, DataError
-from simhub.evaluation.rundir import RESULTS_FILE, SCORES_FILE, load_run
+from simhub.evaluation.rundir import RESULTS_FILE, SCORES_FILE, is_missing_label, load_run
 from simhub.metrics import ScoreItem, outputs
 from simhub.models import Sampling
 from simhub.schema import Dialogue, atomic_write_bytes, read_jsonl, write_jsonl
@@ -181,10 +181,12 @@ def _run_eval(profile: Profile, simulator: Simulator, data: str | os.PathLike[st
     write_jsonl(output / SCORES_FILE, lines)
 
     summary = _with_intervals(scorer, metrics, lines, result.summary, options)
+    def scoring_failed(line: dict, m: str) -> bool:
+        reason = str((line["details"].get("null_reasons") or {}).get(m, ""))
+        return line["scores"].get(m) is None and "failed" in reason and not is_missing_label(reason)
+
     failures = {"simulation": sum(1 for s in sims if s["candidate"] is None),
-                "scoring": {m: sum(1 for line in lines if line["scores"].get(m) is None
-                                   and "failed" in str((line["details"].get("null_reasons") or {}).get(m, "")))
-                            for m in metrics}}
+                "scoring": {m: sum(1 for line in lines if scoring_failed(line, m)) for m in metrics}}
     results = {
         "simulator": simulator.id,
         "profile": profile.source or profile.name,
