@@ -6,7 +6,6 @@ from simhub.simulation.reference import REFERENCE_SIMULATORS
 from simhub.simulation.registry import (
     BUILTIN_BASELINES,
     build_simulator,
-    build_simulators,
     load_options,
     simulator_names,
 )
@@ -19,7 +18,6 @@ __all__ = [
     "Simulator",
     "Target",
     "build_simulator",
-    "build_simulators",
     "candidate_from_text",
     "load_options",
     "simulator_names",

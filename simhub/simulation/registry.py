@@ -3,8 +3,6 @@ baselines (``baseline:STYLE``) and the two reference simulators (``reference:...
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from simhub.config import Profile
 from simhub.errors import UnknownNameError
 from simhub.models import LoadOptions
@@ -72,9 +70,3 @@ def build_simulator(name: str, profile: Profile, options: LoadOptions | None = N
             config = msgspec.structs.replace(config, backend=force_backend)  # type: ignore[arg-type]
         return ModelSimulator(name, config, options, retriever=retriever)
     return EndpointSimulator(name, config, retriever=retriever)
-
-
-def build_simulators(profile: Profile, names: Sequence[str] | None = None, options: LoadOptions | None = None,
-                     *, force_backend: str | None = None) -> dict[str, Simulator]:
-    names = list(names) if names is not None else list(profile.simulators)
-    return {n: build_simulator(n, profile, options, force_backend=force_backend) for n in names}
