@@ -1,11 +1,12 @@
 """The leaderboard over runs, and Table 1 as plain data.
 
 Rule (:data:`RANKING_RULE`): in every metric column that at least one run reports, runs are ranked
-by their mean, highest first (every metric is "higher is better"); tied means share the average of
-their places, and a run without a value in that column ranks below all runs that have one. A run's
-score is its mean rank over those columns; lower is better. Runs with equal mean ranks share a place
-and are listed by simulator name, profile and directory. "Best" marks the highest mean of a column
-when at least two runs report it.
+by their mean, best first: highest first, or lowest first for a metric whose declared metadata says
+lower is better (``Output.higher_is_better``; the paper's seven are all higher is better); tied
+means share the average of their places, and a run without a value in that column ranks below all
+runs that have one. A run's score is its mean rank over those columns; lower is better. Runs with
+equal mean ranks share a place and are listed by simulator name, profile and directory. "Best"
+marks the best mean of a column when at least two runs report it.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from typing import Any
 
 from simhub.evaluation.paper import METRICS, PAPER, TABLE1, TABLE1_SPLIT
 from simhub.evaluation.rundir import Run, is_missing_label
+from simhub.metrics import higher_is_better
 
 RANKING_RULE = (
     "Runs are ordered by their mean rank over the metric columns (lower is better). In each column "
-    "that at least one run reports, runs are ranked by mean, highest first; tied means share the "
-    "average of their places, and a run without a value ranks below every run with one. Equal mean "
-    "ranks share a place. 'best' marks the highest mean of a column when two or more runs report it."
+    "that at least one run reports, runs are ranked by mean, best first (highest first, or lowest first "
+    "for a metric declared lower-is-better); tied means share the average of their places, and a run "
+    "without a value ranks below every run with one. Equal mean ranks share a place. 'best' marks the "
+    "best mean of a column when two or more runs report it."
 )
 
 
@@ -107,7 +110,8 @@ def rank_runs(runs: Sequence[Run]) -> list[RankedRun]:
     ranks: list[dict[str, float]] = [{} for _ in runs]
     best: list[set[str]] = [set() for _ in runs]
     for metric in columns:
-        values = [_key(s.mean) if (s := r.metrics.get(metric)) and s.mean is not None else None for r in runs]
+        sign = 1.0 if higher_is_better(metric) else -1.0  # rank on sign·mean: larger is always better
+        values = [sign * _key(s.mean) if (s := r.metrics.get(metric)) and s.mean is not None else None for r in runs]
         present = [v for v in values if v is not None]
         for i, v in enumerate(values):
             if v is None:

@@ -79,6 +79,7 @@ from simhub.evaluation.rundir import (
     ScoredTurn,
     load_run,
 )
+from simhub.metrics import higher_is_better
 from simhub.schema import atomic_write_bytes
 
 __all__ = [
@@ -177,7 +178,8 @@ footer { margin-top: 3rem; padding-bottom: 2rem; font-size: .82rem; color: var(-
 
 
 def _metric_header(metric: str) -> str:
-    return f'<th scope="col" class="metric">{_e(METRIC_LABELS.get(metric, metric))} ↑</th>'
+    arrow = "↑" if higher_is_better(metric) else "↓"  # from the metric's declared metadata
+    return f'<th scope="col" class="metric">{_e(METRIC_LABELS.get(metric, metric))} {arrow}</th>'
 
 
 def _null_notes(nulls: NullCounts) -> str:
@@ -256,8 +258,9 @@ def _table1(ranked: Sequence[RankedRun], names: Mapping[int, str]) -> str:
         "below it the 95% confidence interval, then the number of scored turns (n) and the standard deviation "
         "(sd), as written by simhub eval (for knowledge also the quadratic-weighted kappa, QWK), turns whose "
         "simulation or scoring failed (in red), and real turns with no label to compare with ('no label', "
-        "in grey: a gap in the data, not a failure). Every metric "
-        "lies in [0, 1] and higher is more realistic (↑). "
+        "in grey: a gap in the data, not a failure). The arrow beside a metric says which way is more "
+        "realistic (↑ higher, ↓ lower), as the metric declares it; the paper's seven lie in [0, 1], higher "
+        "is more realistic. "
         + (_e(RANKING_RULE) + " " if many else "")
         + "The rows below the runs are the paper's published numbers, not produced by simhub: they are "
         "comparable only for runs on the same test split."

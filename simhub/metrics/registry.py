@@ -86,6 +86,13 @@ def outputs() -> dict[str, tuple[type[Metric], Output]]:
     return out
 
 
+def higher_is_better(name: str) -> bool:
+    """Whether a larger value of output ``name`` is better, from its metric's declared metadata
+    (an output no registered metric gives, such as an old run's, is taken as higher is better)."""
+    found = outputs().get(name)
+    return True if found is None else found[1].higher_is_better
+
+
 def metric_names() -> tuple[str, ...]:
     return tuple(outputs())
 

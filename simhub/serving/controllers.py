@@ -105,8 +105,7 @@ class ScoringController(Controller):
         return s.ScoreResponse(
             metrics=list(metrics),
             items=[s.ScoreItemOut(scores=r.scores, details=r.details, error=r.error) for r in results],
-            summary={m: s.MetricSummary(**{k: v for k, v in entry.items() if k in s.SUMMARY_FIELDS})
-                     for m, entry in summary.items()},
+            summary={m: s.metric_summary(entry) for m, entry in summary.items()},
         )
 
 

@@ -151,9 +151,17 @@ class MetricSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     qwk: float | None = None
     cutoffs: list[float] | None = None
     cutoff_source: str | None = None
+    #: Whatever else the metric's summary holds (a plug-in metric's own statistics), as it gives them.
+    extra: dict[str, Any] | None = None
 
 
-SUMMARY_FIELDS = frozenset(f.name for f in msgspec.structs.fields(MetricSummary))
+SUMMARY_FIELDS = frozenset(f.name for f in msgspec.structs.fields(MetricSummary)) - {"extra"}
+
+
+def metric_summary(entry: dict[str, Any]) -> MetricSummary:
+    """A metric's summary as the response carries it: the known fields, and every other key in ``extra``."""
+    extra = {k: v for k, v in entry.items() if k not in SUMMARY_FIELDS}
+    return MetricSummary(**{k: v for k, v in entry.items() if k in SUMMARY_FIELDS}, extra=extra or None)
 
 
 class ScoreResponse(msgspec.Struct, kw_only=True):
