@@ -170,7 +170,7 @@ def test_eval_dialogues_says_why_a_statistic_is_null(data, tmp_path, tiny_profil
     _rollout("--tutor", "tiny-tutor", "--data", str(data), "--output", str(roll), "--max-turns", "4")
     out = tmp_path / "dl"
     assert main(["eval-dialogues", "--profile", str(profile), "--real", str(data), "--sim", str(roll), "--output",
-                 str(out), "--bootstrap", "50", "--no-sensitivity"]) == 0
+                 str(out), "--bootstrap", "100", "--no-sensitivity"]) == 0
     results = json.loads((out / "dialogue_results.json").read_text())
     assert results["metrics"]["correctness_rate_diff"]["value"] is None
     assert results["null_reasons"]["correctness_rate_diff"].startswith("no correctness labels: needs a judge endpoint")
