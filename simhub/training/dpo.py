@@ -5,9 +5,9 @@ dialogues of the (already shuffled) training split, and validation pairs come fr
 ``int(subsample·n)`` of the validation split; turns with an index below ``skip_turns`` and turns
 whose chat-templated prompt has 6,000 characters or more are skipped. Sampling goes through the
 simulators (:class:`~simhub.simulation.ModelSimulator` with the SFT adapter), scoring through the
-Scorer with the evaluated set's own knowledge cutoffs, and DPO truncates as the paper's trl did:
-the prompt keeps its last ``max_prompt_length`` tokens when prompt plus completion exceeds
-``max_length``, then completions are cut.
+Scorer with the evaluated set's own knowledge cutoffs, and DPO truncates as the reference's trl
+(0.22.2) did: every prompt keeps its last ``max_prompt_length`` tokens, then each of prompt + chosen
+and prompt + rejected keeps its last ``max_length`` tokens (:func:`truncate_sequence`).
 
 Each stage writes one artifact into the output folder, atomically, and a rerun starts at the first
 stage whose artifact is missing:
@@ -21,7 +21,7 @@ pairs       ``pairs.jsonl``       ``{split, dialogue_id, turn_index, chosen, rej
 train       ``eval_results.json`` the DPO adapter, ``training_config.json`` and the results
 ==========  ====================  ======================================================================
 
-Pairing (:func:`make_pairs`) and truncation (:func:`truncate_pair`) are pure functions.
+Pairing (:func:`make_pairs`) and truncation (:func:`truncate_sequence`) are pure functions.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -100,20 +101,26 @@ def dedup(texts: Sequence[str]) -> list[str]:
     return list(seen)
 
 
-def truncate_pair(prompt: list[int], chosen: list[int], rejected: list[int], max_prompt_length: int | None,
-                  max_length: int | None) -> tuple[list[int], list[int], list[int]]:
-    """The paper's trl truncation: when prompt plus the longer completion exceeds ``max_length``, the
-    prompt keeps its last ``max_prompt_length`` tokens; if that is still too long, both completions
-    keep their first ``max_length - max_prompt_length`` tokens."""
-    if max_length is None:
-        return prompt, chosen, rejected
-    longer = max(len(chosen), len(rejected))
-    if max_prompt_length is not None and len(prompt) + longer > max_length:
-        prompt = prompt[-max_prompt_length:]
-    if len(prompt) + longer > max_length:
-        keep = max_length - (max_prompt_length if max_prompt_length is not None else len(prompt))
-        chosen, rejected = chosen[:keep], rejected[:keep]
-    return prompt, chosen, rejected
+def truncate_sequence(prompt: list[int], completion: list[int], max_prompt_length: int | None,
+                      max_length: int | None) -> tuple[list[int], list[int]]:
+    """trl 0.22.2's DPO truncation of one sequence (the reference's pinned trl; FIDELITY.md).
+
+    The prompt always keeps its last ``max_prompt_length`` tokens, whatever the completion's length;
+    then, if prompt plus completion is longer than ``max_length``, the sequence keeps its last
+    ``max_length`` tokens (trl's default ``truncation_mode="keep_end"``), so a long completion stays
+    whole and eats into the prompt from the left. Chosen and rejected are cut separately, so one
+    pair's two sequences can keep different amounts of prompt. Returns the kept prompt and completion.
+    """
+    if max_prompt_length is not None:
+        prompt = prompt[-max_prompt_length:] if max_prompt_length > 0 else []
+    if max_length is not None and len(prompt) + len(completion) > max_length:
+        drop = len(prompt) + len(completion) - max_length
+        prompt, completion = prompt[drop:], completion[max(0, drop - len(prompt)):]
+    return prompt, completion
+
+
+DPO_TRUNCATION_MODE = "keep_end"
+"""trl's ``truncation_mode`` that, after the prompt cut, finishes :func:`truncate_sequence`'s rule."""
 
 
 # ---------------------------------------------------------------------------------- stages
@@ -283,26 +290,27 @@ def stage_train(ctx: Context) -> dict:
     from datasets import Dataset
 
     class TruncatingDPOTrainer(DPOTrainer):
-        """trl's DPO with the paper's (older trl's) prompt-then-completion truncation."""
+        """trl's DPO with trl 0.22.2's truncation: the prompt cut here, the sequence cut by trl's
+        collator (``max_length`` with ``keep_end``, per sequence), as :func:`truncate_sequence` states."""
 
         def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
             dataset = super()._prepare_dataset(dataset, processing_class, args, dataset_name)
-
-            def cut(example):
-                p, c, r = truncate_pair(example["prompt_ids"], example["chosen_ids"], example["rejected_ids"],
-                                        dpo.max_prompt_length, dpo.max_length)
-                return {"prompt_ids": p, "chosen_ids": c, "rejected_ids": r}
-
-            return dataset.map(cut)
+            if dpo.max_prompt_length is None:
+                return dataset
+            return dataset.map(lambda example: {"prompt_ids": truncate_sequence(
+                example["prompt_ids"], [], dpo.max_prompt_length, None)[0]})
 
     set_seed(recipe.seed)
     tokenizer = load_tokenizer(ctx.sft_adapter, fallback=ctx.base_model)
     # The SFT adapter is trained further; trl copies it as the frozen "ref" adapter (the reference policy).
     model = PeftModel.from_pretrained(load_base(recipe, ctx.base_model), ctx.sft_adapter, is_trainable=True)
     checkpoint = last_checkpoint(out / "dpo", ctx.resume)
-    # trl's own truncation is off: truncate_pair has already applied the paper's.
-    args = training_arguments(recipe, out / "dpo", bool(eval_pairs), cls=DPOConfig, beta=dpo.beta,
-                              max_length=None, prediction_loss_only=True)
+    with warnings.catch_warnings():
+        # trl 1.x deprecates keep_end (for 2.0); the pinned 1.16 keeps it, and it is the reference's rule.
+        warnings.filterwarnings("ignore", message=".*'keep_end'.*", category=FutureWarning)
+        args = training_arguments(recipe, out / "dpo", bool(eval_pairs), cls=DPOConfig, beta=dpo.beta,
+                                  max_length=dpo.max_length, truncation_mode=DPO_TRUNCATION_MODE,
+                                  prediction_loss_only=True)
     trainer = TruncatingDPOTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows(train_pairs, "train")),
                                    eval_dataset=Dataset.from_list(rows(eval_pairs, "val")) if eval_pairs else None,
                                    processing_class=tokenizer)

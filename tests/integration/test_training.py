@@ -686,19 +686,41 @@ def test_publish_pull_round_trip(tmp_path, tiny_kit, local_hub, hub_api, simhub_
     assert main(["pull", "simhub-test/no-such-model", "--output-dir", str(tmp_path / "x")]) == 2
 
 
-def test_dpo_truncation_is_the_papers_trl():
-    """SPEC §8: the prompt keeps its last 512 tokens when prompt + completion exceeds 1,024; then
-    completions keep their first 1,024 - 512 tokens."""
-    from simhub.training.dpo import truncate_pair
+@pytest.mark.parametrize("prompt_len,completion_len,prompt_kept", [
+    (300, 5, 300), (600, 5, 512), (900, 5, 512), (1000, 20, 512), (900, 700, 324), (100, 1100, 0)])
+def test_dpo_truncation_is_trl_0_22_2(prompt_len, completion_len, prompt_kept):
+    """FIDELITY.md (DPO truncation, trl 0.22.2): the prompt always keeps its last 512 tokens, then the
+    sequence keeps its last 1,024 (keep_end), so a long completion stays whole; trl's collator, with
+    the arguments simhub's trainer passes it, cuts the same tokens."""
+    from trl.trainer.dpo_trainer import DataCollatorForPreference
 
-    prompt, chosen, rejected = list(range(600)), list(range(100)), list(range(300))
-    assert truncate_pair(prompt, chosen, rejected, 512, 1024) == (prompt, chosen, rejected)  # 900 fits
-    long_prompt = list(range(900))
-    p, c, r = truncate_pair(long_prompt, chosen, rejected, 512, 1024)
-    assert p == long_prompt[-512:] and c == chosen and r == rejected
-    p, c, r = truncate_pair(long_prompt, list(range(700)), rejected, 512, 1024)
-    assert p == long_prompt[-512:] and c == list(range(512)) and r == rejected
-    assert truncate_pair(long_prompt, chosen, rejected, None, None) == (long_prompt, chosen, rejected)
+    from simhub.training.dpo import DPO_TRUNCATION_MODE, truncate_sequence
+
+    prompt = list(range(1, prompt_len + 1))
+    completion = list(range(10_000, 10_000 + completion_len))
+    p, c = truncate_sequence(prompt, completion, 512, 1024)
+    assert len(p) == prompt_kept and p == (prompt[len(prompt) - prompt_kept:] if prompt_kept else [])
+    assert c == completion[-(1024 - len(p)):] if len(p) + len(completion) > 1024 else c == completion
+    assert len(p) + len(c) == min(min(prompt_len, 512) + completion_len, 1024)
+    if (prompt_len, completion_len) == (900, 700):
+        assert len(p) + len(c) == 1024 and c == completion
+
+    collator = DataCollatorForPreference(pad_token_id=0, max_length=1024, truncation_mode=DPO_TRUNCATION_MODE)
+    short = completion[:3]
+    batch = collator([{"prompt_ids": truncate_sequence(prompt, [], 512, None)[0], "chosen_ids": completion,
+                       "rejected_ids": short}])
+    for row, kept in enumerate([(p, c), truncate_sequence(prompt, short, 512, 1024)]):
+        length = int(batch["attention_mask"][row].sum())
+        ids, mask = batch["input_ids"][row][:length].tolist(), batch["completion_mask"][row][:length].tolist()
+        assert ids == kept[0] + kept[1] and sum(mask) == len(kept[1])  # chosen and rejected cut separately
+
+
+def test_dpo_truncation_without_limits_keeps_everything():
+    from simhub.training.dpo import truncate_sequence
+
+    prompt, completion = list(range(2000)), list(range(700))
+    assert truncate_sequence(prompt, completion, None, None) == (prompt, completion)
+    assert truncate_sequence(prompt, completion, 512, None) == (prompt[-512:], completion)
 
 
 def test_chat_templated_prompt_length_filter(tokenizer, sample_corpus):
