@@ -16,11 +16,12 @@ from simhub.prompts.common import (
     persona_block,
 )
 from simhub.prompts.judge import judge_messages, realness_messages
-from simhub.prompts.kt import kt_context, kt_question
+from simhub.prompts.kt import KT_SYSTEM, kt_context, kt_context_body, kt_question
 
 __all__ = [
     "BASELINE_STYLES",
     "END_OF_DIALOGUE",
+    "KT_SYSTEM",
     "MAX_PROMPT_CHARS",
     "act_messages",
     "baseline_messages",
@@ -32,6 +33,7 @@ __all__ = [
     "format_turn",
     "judge_messages",
     "kt_context",
+    "kt_context_body",
     "kt_question",
     "persona_block",
     "realness_messages",

@@ -94,8 +94,9 @@ class TrainRecipe:
     persona: Literal["none", "ocean", "profile"] = _f(
         "none", "what student prompts say about the student: none (the paper's fine-tuned students), the OCEAN "
                 "persona, or the free-text profile (the Oracle's leak); the KT model reads the OCEAN persona")
-    max_prompt_chars: int = _f(MAX_PROMPT_CHARS, "examples whose prompt text has this many characters or "
-                                                 "more are left out (SPEC §2 rule 8)")
+    max_prompt_chars: int = _f(MAX_PROMPT_CHARS, "examples whose chat-templated prompt has this many "
+                                                 "characters or more are left out; the classifiers leave out "
+                                                 "only longer ones (FIDELITY.md, §2 rule 8)")
     max_train_dialogues: int | None = _f(None, "use at most this many training dialogues (smoke runs)")
     max_eval_dialogues: int | None = _f(None, "use at most this many validation dialogues (smoke runs)")
     # optimisation

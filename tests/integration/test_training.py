@@ -197,6 +197,44 @@ def test_long_prompts_are_excluded_and_counted(tokenizer, sample_corpus):
     assert kt.items == [] and kt.excluded_long > 0
 
 
+def test_classifiers_leave_out_only_prompts_longer_than_the_limit(tokenizer, sample_corpus):
+    """FIDELITY.md (§2 rule 8): the reference's acts and correctness classifiers drop prompts of more
+    than 6,000 characters (``>``); the generators drop prompts of 6,000 or more (``>=``)."""
+    from simhub.training.data import build_chat_examples, chat_conversations, prompt_chars
+
+    dialogue = sample_corpus["train"][0]
+    for kind in ("acts", "correctness"):
+        lengths = [prompt_chars(tokenizer, kind, m) for m in chat_conversations(kind, dialogue)]
+        limit = lengths[0]
+        kept = build_chat_examples(tokenizer, kind, [dialogue], limit)
+        assert kept.excluded_long == sum(n > limit for n in lengths) and len(kept.items) == sum(n <= limit for n in lengths)
+        assert build_chat_examples(tokenizer, kind, [dialogue], limit - 1).excluded_long == sum(n >= limit for n in lengths)
+    sft = prompt_chars(tokenizer, "student-sft", chat_conversations("student-sft", dialogue)[0])
+    assert build_chat_examples(tokenizer, "student-sft", [dialogue], sft).excluded_long == 1
+
+
+def test_kt_length_filter_measures_the_chat_templated_packed_prompt(tokenizer, sample_corpus):
+    """FIDELITY.md (§2 rule 8): the KT filter counts the packed prompt as the reference lays it out:
+    the templated instruction and context, then " " plus each KC's templated turn from its text on."""
+    from simhub.prompts import KT_SYSTEM, kt_context, kt_context_body, kt_question
+    from simhub.training.data import build_kt_examples, kt_prompt_chars, kt_samples
+
+    dialogue = next(d for d in sample_corpus["train"] if kt_samples(d))
+    history, kcs, _ = kt_samples(dialogue)[0]
+    templated = tokenizer.apply_chat_template([{"role": "system", "content": KT_SYSTEM},
+                                               {"role": "user", "content": kt_context_body(dialogue, history)}],
+                                              tokenize=False)
+    for kc in kcs:
+        turn = tokenizer.apply_chat_template([{"role": "user", "content": kt_question(kc)},
+                                              {"role": "assistant", "content": "\n"}], tokenize=False)
+        templated += " " + turn.split("user<|end_header_id|>\n\n")[1]
+    chars = kt_prompt_chars(tokenizer, dialogue, history, kcs)
+    assert chars == len(templated)
+    assert chars > len(kt_context(dialogue, history)) + sum(len(kt_question(k)) for k in kcs)  # the template counts
+    first = build_kt_examples(tokenizer, [dialogue], chars + 1)
+    assert build_kt_examples(tokenizer, [dialogue], chars).excluded_long == first.excluded_long + 1  # >= drops
+
+
 # ---------------------------------------------------------------------------------- KT
 
 
