@@ -136,17 +136,17 @@ def similarity(real_q: np.ndarray | Sequence[int], sim_q: np.ndarray | Sequence[
 
 
 def quadratic_weighted_kappa(a: np.ndarray | Sequence[int], b: np.ndarray | Sequence[int]) -> float:
-    """Quadratic-weighted Cohen's kappa of two ratings over the fixed categories 0..4.
+    """Quadratic-weighted Cohen's kappa of two ratings of bins 0..4, as the reference computes it.
 
-    Equals ``sklearn.metrics.cohen_kappa_score(a, b, weights="quadratic", labels=range(5))``.
-    The reference omits ``labels``, which makes sklearn weight by the rank among the categories
-    present; both agree whenever all five bins occur in ``a`` or ``b``, which is always the
-    case in paper mode (the real quantiles are mass-based, so each bin holds about a fifth).
+    The reference calls ``sklearn.metrics.cohen_kappa_score(a, b, weights="quadratic")`` without
+    ``labels`` (FIDELITY.md, knowledge QWK): the categories are the bins that occur in ``a`` or
+    ``b``, sorted, and the quadratic weight is the squared difference of their *ranks* among those,
+    not of the bin numbers. With all five bins present this is the kappa over 0..4; with a bin
+    missing from both ratings (which the set's own cutoffs do not prevent: a cutoff shared by two
+    quantiles leaves the bin between them empty) the ranks close up, and the value follows.
 
-    Degenerate inputs: no ratings → NaN (nothing to measure); identical ratings → 1.0 (perfect
-    agreement), including the case of a single category, where the chance-corrected formula is
-    0/0 and sklearn returns NaN. Whenever the ratings differ somewhere the expected disagreement
-    is positive, so no other case divides by zero.
+    Degenerate inputs: no ratings → NaN; a single category in both ratings → NaN, as sklearn gives
+    (the chance-corrected formula is 0/0).
     """
     x = np.asarray(a, dtype=np.int64).ravel()
     y = np.asarray(b, dtype=np.int64).ravel()
@@ -156,12 +156,15 @@ def quadratic_weighted_kappa(a: np.ndarray | Sequence[int], b: np.ndarray | Sequ
         return math.nan
     if ((x < 0) | (x >= NUM_BINS) | (y < 0) | (y >= NUM_BINS)).any():
         raise ValueError(f"ratings must be integers in 0..{NUM_BINS - 1}")
-    if np.array_equal(x, y):
-        return 1.0
-    observed = np.zeros((NUM_BINS, NUM_BINS), dtype=np.float64)
-    np.add.at(observed, (x, y), 1.0)
+    categories = np.union1d(x, y)
+    n = categories.size
+    if n < 2:
+        return math.nan
+    rx, ry = np.searchsorted(categories, x), np.searchsorted(categories, y)
+    observed = np.zeros((n, n), dtype=np.float64)
+    np.add.at(observed, (rx, ry), 1.0)
     expected = np.outer(observed.sum(axis=1), observed.sum(axis=0)) / x.size
-    idx = np.arange(NUM_BINS)
+    idx = np.arange(n)
     weights = (idx[:, None] - idx[None, :]) ** 2
     return float(1.0 - (weights * observed).sum() / (weights * expected).sum())
 
