@@ -119,6 +119,10 @@ class KnowledgeConfig(ModelRef, kw_only=True, forbid_unknown_fields=True, frozen
     eval_cutoffs: str = "paper"
     #: The paper's KT model reads the OCEAN persona (it is trained with it).
     persona: Literal["none", "ocean"] = "ocean"
+    #: ``bfloat16``: the KT model runs in bf16 and each mastery is the True/False softmax rounded to
+    #: bf16, as the reference computes it (masteries of 0.5 and more sit on a 1/256 grid, and so do
+    #: the deltas and cutoffs); ``float32`` keeps full precision (FIDELITY.md, bf16 masteries).
+    kt_dtype: Literal["float32", "bfloat16"] = "float32"
 
 
 class EndpointSettings(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
