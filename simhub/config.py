@@ -253,7 +253,8 @@ class BaselinesConfig(_Section, kw_only=True, forbid_unknown_fields=True, frozen
     reasoning_model: str = "gpt-5-mini"
     #: Embedder of the free-text profiles for ICL retrieval (the paper: Qwen3-Embedding-8B).
     embedder: str = "minilm"
-    #: Training dialogues the ICL baseline retrieves its example from (JSONL); None: the sample corpus.
+    #: Training dialogues the ICL baseline retrieves its example from (JSONL). None: the training split
+    #: beside the evaluated ``--data`` file (``train.jsonl``); with neither, the ICL baseline is an error.
     icl_pool: str | None = None
 
 

@@ -19,11 +19,11 @@ from simhub.cli.common import add_profile, metric_list, metric_models
 def _simulator(args: argparse.Namespace, metrics: list[str] | None = None, loaded=None):
     """The provisioned profile (the simulator's models and, with ``metrics``, those models) and the simulator."""
     from simhub.cli.common import profile_for
-    from simhub.simulation import build_simulator
+    from simhub.simulation import build_simulator, with_icl_pool
 
     profile = profile_for(args, metrics=metrics, simulators=[args.simulator], tutors=[], loaded=loaded)
     force = None if args.backend == "profile" else _backend(args.backend)
-    return profile, build_simulator(args.simulator, profile, force_backend=force)
+    return profile, build_simulator(args.simulator, with_icl_pool(profile, args.data), force_backend=force)
 
 
 def _backend(choice: str) -> str:
@@ -152,7 +152,7 @@ def _rollout(args: argparse.Namespace) -> int:
     from simhub.errors import UnknownNameError
     from simhub.evaluation.rollout import RolloutOptions, rollout, write_rollouts
     from simhub.schema import read_jsonl
-    from simhub.simulation import build_simulator, load_options
+    from simhub.simulation import build_simulator, load_options, with_icl_pool
     from simhub.simulation.tutor import build_tutor, tutor_names
 
     raw = load_profile(args.profile)
@@ -163,7 +163,7 @@ def _rollout(args: argparse.Namespace) -> int:
     if args.limit:
         dialogues = dialogues[: args.limit]
     force = None if args.backend == "profile" else _backend(args.backend)
-    simulator = build_simulator(args.simulator, profile, force_backend=force)
+    simulator = build_simulator(args.simulator, with_icl_pool(profile, args.data), force_backend=force)
     tutor = build_tutor(args.tutor, profile, load_options(profile, backend=force), mode=args.mode)
     temperature = args.temperature if args.temperature is not None else 0.6
     options = RolloutOptions(mode=args.mode, max_turns=args.max_turns, temperature=temperature, samples=args.samples,
@@ -183,7 +183,7 @@ def _eval_dialogues(args: argparse.Namespace) -> int:
     from simhub.config import load_profile
     from simhub.evaluation.dialogue_eval import DialogueEvalOptions, eval_dialogues, load_sim, write_results
     from simhub.schema import read_jsonl
-    from simhub.simulation import build_simulator, load_options
+    from simhub.simulation import build_simulator, load_options, with_icl_pool
     from simhub.simulation.tutor import build_tutor
 
     real = read_jsonl(args.real)
@@ -196,7 +196,7 @@ def _eval_dialogues(args: argparse.Namespace) -> int:
                           tutors=[tutor_name] if want_sensitivity and tutor_name in raw.tutors else [])
     simulator = tutor = None
     if want_sensitivity:
-        simulator = build_simulator(simulator_name, profile)
+        simulator = build_simulator(simulator_name, with_icl_pool(profile, args.real))
         if tutor_name in profile.tutors:
             tutor = build_tutor(tutor_name, profile, load_options(profile), mode="free")
     options = DialogueEvalOptions(n_resamples=args.bootstrap, seed=args.seed, cache_dir=args.cache_dir,
