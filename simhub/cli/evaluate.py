@@ -166,12 +166,13 @@ def _rollout(args: argparse.Namespace) -> int:
     simulator = build_simulator(args.simulator, with_icl_pool(profile, args.data), force_backend=force)
     tutor = build_tutor(args.tutor, profile, load_options(profile, backend=force), mode=args.mode)
     temperature = args.temperature if args.temperature is not None else 0.6
-    options = RolloutOptions(mode=args.mode, max_turns=args.max_turns, temperature=temperature, samples=args.samples,
-                             seed=args.seed, cache_dir=args.cache_dir, no_cache=args.no_cache, max_tokens=args.max_tokens)
+    options = RolloutOptions(mode=args.mode, max_turns=args.max_turns, temperature=temperature, top_p=args.top_p,
+                             samples=args.samples, seed=args.seed, cache_dir=args.cache_dir, no_cache=args.no_cache,
+                             max_tokens=args.max_tokens)
     rollouts = rollout(simulator, tutor, dialogues, options)
     info = {"simulator": args.simulator, "tutor": args.tutor, "profile": raw.source or raw.name, "data": str(args.data),
             "mode": args.mode, "samples": args.samples, "seed": args.seed, "max_turns": args.max_turns,
-            "temperature": temperature}
+            "temperature": temperature, "top_p": args.top_p}
     summary = write_rollouts(rollouts, args.output, info)
     print(f"{summary['rollouts']} rollouts ({args.samples} per dialogue, {args.mode}) -> {args.output}; ends: "
           f"{summary['ends']}; mean {summary['mean_turns']:.1f} turns" + (f"; {summary['failed']} failed" if summary["failed"] else ""))
@@ -229,6 +230,8 @@ def register_dialogue_level(sub) -> None:
                         "the real tutor, stopping after the real number of student turns")
     p.add_argument("--max-turns", type=int, default=40, help="turns per dialogue at most (default 40)")
     p.add_argument("--temperature", type=float, help="sampling temperature of both sides (default 0.6)")
+    p.add_argument("--top-p", type=float, default=0.95,
+                   help="nucleus sampling top-p of both sides (default 0.95, the reference's; no top-k either way)")
     p.add_argument("--samples", type=int, default=1, help="rollouts per real dialogue (default 1)")
     p.add_argument("--max-tokens", type=int, default=400, help="new tokens per turn at most (default 400)")
     p.add_argument("--seed", type=int, default=0)

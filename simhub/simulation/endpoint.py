@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 
 from simhub.config import BaselinesConfig, Profile, SimulatorConfig, cache_dir
+from simhub.errors import ConfigError
 from simhub.models import Sampling
 from simhub.prompts import BASELINE_STYLES, baseline_messages, student_messages
 from simhub.schema import Dialogue
@@ -101,8 +102,6 @@ class EndpointSimulator(Simulator):
 
     def __init__(self, sid: str, config: SimulatorConfig, *, retriever: IclRetriever | None = None,
                  key_env: str = "OPENAI_API_KEY"):
-        from simhub.errors import ConfigError
-
         if not config.endpoint.base_url:
             raise ConfigError(f"simulators.{sid}.endpoint.base_url: required for an OpenAI-compatible simulator",
                               field=f"simulators.{sid}.endpoint.base_url")
@@ -145,6 +144,9 @@ class EndpointSimulator(Simulator):
         from simhub.models.endpoints import chat_payload
 
         s = sampling or self.default_sampling
+        if s.top_k:
+            raise ConfigError(f"sampling: {self.id} is an OpenAI-compatible endpoint, which takes no top_k "
+                              f"(asked for {s.top_k})", field="sampling.top_k")
         temperature = s.temperature if sampling is not None else self.config.temperature
         return chat_payload(self.config.model, self.messages(target), temperature=temperature,
                             top_p=s.top_p if s.top_p != 1.0 else None, max_tokens=s.max_tokens,

@@ -64,6 +64,7 @@ class DPOSettings:
     num_candidates: int = _f(4, "candidates sampled per student turn (before deduplication)")
     temperature: float = _f(1.0, "sampling temperature")
     top_p: float = _f(0.95, "nucleus sampling top-p")
+    top_k: int = _f(0, "top-k sampling cut (0: none, as the reference's vLLM sampling)")
     max_new_tokens: int = _f(400, "maximum new tokens per candidate")
     generation_batch_size: int = _f(8, "prompts per generation batch")
     backend: str = _f("transformers", "generation backend: transformers or vllm")

@@ -200,7 +200,7 @@ def stage_generate(ctx: Context) -> list[dict]:
         targets, long = generation_targets(ctx, split, simulator)
         _log(f"generate {split}: {len(targets)} student turns × {dpo.num_candidates} candidates ({dpo.backend}); "
              f"{long} turns skipped for prompts of {recipe.max_prompt_chars}+ characters")
-        sampling = Sampling(temperature=dpo.temperature, top_p=dpo.top_p, max_tokens=dpo.max_new_tokens,
+        sampling = Sampling(temperature=dpo.temperature, top_p=dpo.top_p, top_k=dpo.top_k, max_tokens=dpo.max_new_tokens,
                             n=dpo.num_candidates, seed=recipe.seed)
         results = simulator.simulate(targets, sampling, progress=True)
         records += [{"split": split, "dialogue_id": t.dialogue.id, "turn_index": t.turn_index,

@@ -135,3 +135,12 @@ def test_icl_without_a_training_split_is_an_error_not_the_sample_corpus(tmp_path
     code = main(["prompt", "show", "--profile", "paper-8b", "--simulator", "baseline:icl", "--data", str(data),
                  "--dialogue", dialogue.id, "--turn", str(dialogue.student_turn_indices()[0])])
     assert code == 2
+
+
+def test_an_endpoint_takes_no_top_k(profile):
+    from simhub.errors import ConfigError
+
+    simulator = build_simulator("baseline:zero-shot", profile)
+    with pytest.raises(ConfigError, match="takes no top_k") as info:
+        simulator.simulate([Target(_dialogue(1, None), 1)], Sampling(temperature=1.0, top_k=5, max_tokens=8))
+    assert info.value.field == "sampling.top_k"
