@@ -43,16 +43,17 @@ def _options(args: argparse.Namespace, metrics: list[str] | None = None):
     from simhub.evaluation.runs import EvalOptions, check_options
 
     options = EvalOptions(metrics=metrics, n_resamples=getattr(args, "bootstrap", 10_000), seed=args.seed,
-                          cache_dir=args.cache_dir, no_cache=args.no_cache, chunk_size=args.chunk_size)
+                          cache_dir=args.cache_dir, no_cache=args.no_cache, chunk_size=args.chunk_size,
+                          test_subsample=args.test_subsample)
     check_options(options)
     return options
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from simhub.evaluation.runs import _caches, simulate, student_targets
+    from simhub.evaluation.runs import _caches, simulate, student_targets, subsample_split
     from simhub.schema import read_jsonl, write_jsonl
 
-    targets = student_targets(read_jsonl(args.data), args.data)
+    targets = student_targets(subsample_split(read_jsonl(args.data), args.test_subsample), args.data)
     _, simulator = _simulator(args)
     generations, _ = _caches(_options(args))
     records = simulate(simulator, targets, cache=generations, chunk_size=args.chunk_size)
@@ -110,6 +111,13 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--chunk-size", type=int, default=64,
                    help="turns simulated per batch; each finished batch is cached, so a killed run loses at most one")
+    _test_subsample(p)
+
+
+def _test_subsample(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--test-subsample", type=float, metavar="FRACTION",
+                   help="use the reference's random subsample of the data: random.Random(221).sample of "
+                        "int(FRACTION x dialogues), e.g. 0.2 for the paper's ablation table")
 
 
 def register(sub) -> None:
@@ -159,9 +167,12 @@ def _rollout(args: argparse.Namespace) -> int:
     if args.tutor not in tutor_names(raw):
         raise UnknownNameError("tutor", args.tutor, tutor_names(raw), field="tutor")
     profile = profile_for(args, metrics=[], simulators=[args.simulator], tutors=[args.tutor])
+    from simhub.evaluation.runs import subsample_split
+
     dialogues = read_jsonl(args.data)
     if args.limit:
         dialogues = dialogues[: args.limit]
+    dialogues = subsample_split(dialogues, args.test_subsample)  # after --limit, as the reference truncates first
     force = None if args.backend == "profile" else _backend(args.backend)
     simulator = build_simulator(args.simulator, with_icl_pool(profile, args.data), force_backend=force)
     tutor = build_tutor(args.tutor, profile, load_options(profile, backend=force), mode=args.mode)
@@ -172,7 +183,7 @@ def _rollout(args: argparse.Namespace) -> int:
     rollouts = rollout(simulator, tutor, dialogues, options)
     info = {"simulator": args.simulator, "tutor": args.tutor, "profile": raw.source or raw.name, "data": str(args.data),
             "mode": args.mode, "samples": args.samples, "seed": args.seed, "max_turns": args.max_turns,
-            "temperature": temperature, "top_p": args.top_p}
+            "temperature": temperature, "top_p": args.top_p, "test_subsample": args.test_subsample}
     summary = write_rollouts(rollouts, args.output, info)
     print(f"{summary['rollouts']} rollouts ({args.samples} per dialogue, {args.mode}) -> {args.output}; ends: "
           f"{summary['ends']}; mean {summary['mean_turns']:.1f} turns" + (f"; {summary['failed']} failed" if summary["failed"] else ""))
@@ -236,6 +247,7 @@ def register_dialogue_level(sub) -> None:
     p.add_argument("--max-tokens", type=int, default=400, help="new tokens per turn at most (default 400)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit", type=int, help="use the first N dialogues")
+    _test_subsample(p)
     p.add_argument("--backend", default="profile", choices=["profile", "auto", "transformers", "vllm"])
     p.add_argument("--cache-dir", help="content-addressed cache (default: $SIMHUB_HOME/cache)")
     p.add_argument("--no-cache", action="store_true")
