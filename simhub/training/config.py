@@ -71,8 +71,16 @@ class DPOSettings:
     scoring_profile: str = _f("paper-8b", "simhub profile (name or path) whose metric models give the rewards")
     reward_metrics: list[str] | None = _f(None, "metrics averaged into the reward (default: every configured "  # noqa: RUF009
                                                 "metric except rouge_l, as in the paper)")
+    reward_norm_level: Literal["none", "group", "dataset"] = _f(
+        "none", "normalise each reward metric before averaging: none (the paper), group (z-score over a turn's "
+                "candidates; all equal: 0) or dataset (z-score over the split's candidates), as the reference's option")
+    square_rewards: bool = _f(False, "square each (normalised) reward metric before averaging (the reference's "
+                                     "option; a null stays null)")
+    pair_strategy: Literal["max_delta", "each_wins"] = _f(
+        "max_delta", "max_delta: every pair with a gap above epsilon, the widest max_pairs_per_turn kept (the paper); "
+                     "each_wins: each candidate is chosen once, against a random one it beats by more than epsilon")
     epsilon: float = _f(0.1, "minimum reward gap for a preference pair")
-    max_pairs_per_turn: int = _f(6, "keep at most this many widest-gap pairs per turn")
+    max_pairs_per_turn: int = _f(6, "keep at most this many widest-gap pairs per turn (max_delta)")
     skip_turns: int = _f(5, "turns with an index below this are not paired (first turns of each dialogue)")
     beta: float = _f(0.1, "DPO beta")
     max_prompt_length: int | None = _f(512, "keep the last this many prompt tokens (trl's truncation in the paper)")

@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import random
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -63,29 +64,90 @@ def mean_reward(scores: dict[str, float | None], metrics: Sequence[str]) -> floa
     return sum(values) / len(values) if values else None
 
 
+def turn_rewards(turns: Sequence[dict], metrics: Sequence[str], norm_level: str = "none",
+                 square: bool = False) -> list[list[float | None]]:
+    """Each candidate's reward, turn by turn, from its per-metric ``scores`` (the reference's
+    aggregation; FIDELITY.md, DPO options).
+
+    ``norm_level``: ``none`` keeps the scores; ``group`` z-scores each metric over the turn's
+    candidates (population std; a metric whose non-null scores are all equal, or absent, becomes 0
+    for every candidate, null ones included, as in the reference); ``dataset`` z-scores each metric
+    with the mean and std of all its non-null scores in ``turns``. ``square`` then squares each value
+    (a null stays null). The reward is the mean of the non-null values; None if all are null.
+    """
+    def column(turn: dict, metric: str) -> list[float | None]:
+        return [(c.get("scores") or {}).get(metric) for c in turn["candidates"]]
+
+    stats: dict[str, tuple[float, float]] = {}
+    if norm_level == "dataset":
+        for m in metrics:
+            values = [v for t in turns for v in column(t, m) if v is not None]
+            mean = sum(values) / len(values) if values else 0.0
+            std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) if values else 0.0
+            stats[m] = (mean, std)
+    elif norm_level not in ("none", "group"):
+        raise ConfigError(f"dpo.reward_norm_level: {norm_level!r} is not none, group or dataset",
+                          field="dpo.reward_norm_level")
+    out = []
+    for turn in turns:
+        columns = []
+        for m in metrics:
+            values = column(turn, m)
+            if norm_level == "group":
+                present = [v for v in values if v is not None]
+                mean = sum(present) / len(present) if present else 0.0
+                std = math.sqrt(sum((v - mean) ** 2 for v in present) / len(present)) if present else 0.0
+                values = [None if v is None else (v - mean) / std for v in values] if std else [0.0] * len(values)
+            elif norm_level == "dataset":
+                mean, std = stats[m]
+                values = [None if v is None else ((v - mean) / std if std else 0.0) for v in values]
+            if square:
+                values = [None if v is None else v * v for v in values]
+            columns.append(values)
+        rewards = []
+        for c in range(len(turn["candidates"])):
+            present = [col[c] for col in columns if col[c] is not None]
+            rewards.append(sum(present) / len(present) if present else None)
+        out.append(rewards)
+    return out
+
+
 def make_pairs(turns: Sequence[dict], epsilon: float = 0.1, max_pairs_per_turn: int = 6,
-               skip_turns: int = 5) -> list[dict]:
+               skip_turns: int = 5, strategy: str = "max_delta", rng: random.Random | None = None) -> list[dict]:
     """Preference pairs from scored turns.
 
     ``turns``: ``{dialogue_id, turn_index, candidates: [{text, reward}]}``. Turns with
-    ``turn_index < skip_turns`` are skipped; within a turn every two candidates with rewards
-    whose gap is strictly greater than ``epsilon`` form a pair (the higher reward is chosen),
-    candidates with a null reward or the same text are never paired, and the
-    ``max_pairs_per_turn`` widest gaps are kept (ties in candidate order).
+    ``turn_index < skip_turns`` are skipped; candidates with a null reward or the same text are
+    never paired, and a pair needs a reward gap strictly greater than ``epsilon`` (the higher
+    reward is chosen). ``max_delta`` (the paper): every such pair, the ``max_pairs_per_turn``
+    widest gaps kept (ties in candidate order). ``each_wins``: each candidate in turn is chosen
+    once, against one of those it beats drawn with ``rng`` (seeded by the caller), no limit.
     """
+    if strategy not in ("max_delta", "each_wins"):
+        raise ConfigError(f"dpo.pair_strategy: {strategy!r} is not max_delta or each_wins", field="dpo.pair_strategy")
+    rng = rng or random.Random(0)
     pairs = []
     for turn in turns:
         if turn["turn_index"] < skip_turns:
             continue
         cands = [c for c in turn["candidates"] if c.get("reward") is not None]
         found = []
-        for (i, a), (j, b) in itertools.combinations(enumerate(cands), 2):
-            gap = abs(a["reward"] - b["reward"])
-            if gap > epsilon and a["text"] != b["text"]:
-                chosen, rejected = (a, b) if a["reward"] > b["reward"] else (b, a)
-                found.append((-gap, i, j, chosen, rejected))
-        found.sort(key=lambda x: x[:3])
-        for neg_gap, _, _, chosen, rejected in found[:max_pairs_per_turn]:
+        if strategy == "max_delta":
+            for (i, a), (j, b) in itertools.combinations(enumerate(cands), 2):
+                gap = abs(a["reward"] - b["reward"])
+                if gap > epsilon and a["text"] != b["text"]:
+                    chosen, rejected = (a, b) if a["reward"] > b["reward"] else (b, a)
+                    found.append((-gap, i, j, chosen, rejected))
+            found.sort(key=lambda x: x[:3])
+            found = found[:max_pairs_per_turn]
+        else:
+            for i, a in enumerate(cands):
+                beaten = [(a["reward"] - b["reward"], j, b) for j, b in enumerate(cands)
+                          if j != i and a["reward"] - b["reward"] > epsilon and a["text"] != b["text"]]
+                if beaten:
+                    gap, j, b = beaten[rng.randrange(len(beaten))]
+                    found.append((-gap, i, j, a, b))
+        for neg_gap, _, _, chosen, rejected in found:
             pairs.append({"dialogue_id": turn["dialogue_id"], "turn_index": turn["turn_index"],
                           "chosen": chosen["text"], "rejected": rejected["text"], "gap": -neg_gap,
                           "chosen_reward": chosen["reward"], "rejected_reward": rejected["reward"]})
@@ -253,13 +315,23 @@ def stage_score(ctx: Context) -> list[dict]:
 
 
 def stage_pairs(ctx: Context) -> list[dict]:
+    """Pairs per split; with ``reward_norm_level`` or ``square_rewards`` the rewards are recomputed
+    from the stored per-metric scores first (the dataset statistics are the split's own)."""
     dpo = ctx.recipe.dpo
     scored = list(iter_jsonl(ctx.path("score"), type=dict))
+    rng = random.Random(ctx.recipe.seed)
     pairs = []
     for split in DPO_SPLITS:
-        found = make_pairs([s for s in scored if s["split"] == split], dpo.epsilon, dpo.max_pairs_per_turn, dpo.skip_turns)
+        turns = [s for s in scored if s["split"] == split]
+        if dpo.reward_norm_level != "none" or dpo.square_rewards:
+            metrics = list(dict.fromkeys(m for t in turns for c in t["candidates"] for m in c.get("scores") or {}))
+            for turn, rewards in zip(turns, turn_rewards(turns, metrics, dpo.reward_norm_level, dpo.square_rewards),
+                                     strict=True):
+                for candidate, reward in zip(turn["candidates"], rewards, strict=True):
+                    candidate["reward"] = reward
+        found = make_pairs(turns, dpo.epsilon, dpo.max_pairs_per_turn, dpo.skip_turns, dpo.pair_strategy, rng)
         pairs += [{"split": split, **p} for p in found]
-        _log(f"pairs {split}: {len(found)} preference pairs (gap > {dpo.epsilon})")
+        _log(f"pairs {split}: {len(found)} preference pairs ({dpo.pair_strategy}, gap > {dpo.epsilon})")
     return pairs
 
 

@@ -518,6 +518,60 @@ def test_pairs_rules():
     assert [(p["chosen"], p["rejected"]) for p in make_pairs([turn])] == [("t1", "t2")]
 
 
+def _scored(index, **columns):
+    n = len(next(iter(columns.values())))
+    return {"dialogue_id": "d", "turn_index": index,
+            "candidates": [{"text": f"t{i}", "scores": {m: v[i] for m, v in columns.items()}} for i in range(n)]}
+
+
+def test_reward_normalisation_and_squaring_as_the_reference():
+    """FIDELITY.md (DPO options): reward_norm_level group/dataset z-score each metric (scipy's
+    norm.fit, the reference's, gives the mean and std), a constant metric becomes 0, square_rewards
+    squares each value, and the reward is the mean of the non-null values."""
+    from scipy.stats import norm
+
+    from simhub.training.dpo import mean_reward, turn_rewards
+
+    turns = [_scored(5, acts=[1.0, 0.0, 0.0], cosine=[0.5, 0.5, 0.5]),
+             _scored(6, acts=[1.0, None, 0.0], cosine=[None, None, None]),
+             _scored(7, acts=[0.0, 1.0, 1.0], cosine=[0.2, 0.4, 0.9])]
+    metrics = ["acts", "cosine"]
+    assert turn_rewards(turns, metrics) == [[mean_reward(c["scores"], metrics) for c in t["candidates"]] for t in turns]
+
+    mean, std = norm.fit([1.0, 0.0, 0.0])
+    group = turn_rewards(turns, metrics, "group")
+    assert group[0] == pytest.approx([(1 - mean) / std / 2, (0 - mean) / std / 2, (0 - mean) / std / 2])
+    assert group[1] == pytest.approx([0.5, 0.0, -0.5])  # acts over [1, 0]: ±1; the all-null cosine column is 0
+    squared = turn_rewards(turns, metrics, "group", square=True)
+    assert squared[1] == pytest.approx([0.5, 0.0, 0.5])
+
+    acts_mean, acts_std = norm.fit([1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0])
+    cos_mean, cos_std = norm.fit([0.5, 0.5, 0.5, 0.2, 0.4, 0.9])
+    dataset = turn_rewards(turns, metrics, "dataset")
+    assert dataset[2] == pytest.approx([((0 - acts_mean) / acts_std + (0.2 - cos_mean) / cos_std) / 2,
+                                        ((1 - acts_mean) / acts_std + (0.4 - cos_mean) / cos_std) / 2,
+                                        ((1 - acts_mean) / acts_std + (0.9 - cos_mean) / cos_std) / 2])
+    assert dataset[1][1] is None  # no non-null value at all
+    with pytest.raises(ConfigError, match="reward_norm_level"):
+        turn_rewards(turns, metrics, "turn")
+
+
+def test_each_wins_pairs_every_winner_once():
+    import random
+
+    from simhub.training.dpo import make_pairs
+
+    turn = _turn(5, [0.9, 0.5, 0.1, 0.85])
+    pairs = make_pairs([turn], epsilon=0.1, strategy="each_wins", rng=random.Random(0))
+    # t0 and t3 beat t1 and t2, t1 beats t2, t2 beats nobody: one pair per winner, in candidate order.
+    assert [p["chosen"] for p in pairs] == ["t0", "t1", "t3"]
+    assert pairs[1]["rejected"] == "t2" and {pairs[0]["rejected"], pairs[2]["rejected"]} <= {"t1", "t2"}
+    drawn = {make_pairs([turn], strategy="each_wins", rng=random.Random(seed))[0]["rejected"] for seed in range(20)}
+    assert drawn == {"t1", "t2"}  # the rejected one is drawn at random among those beaten
+    with pytest.raises(ConfigError, match="pair_strategy"):
+        make_pairs([turn], strategy="best_of")
+
+
 def test_mean_reward_and_dedup():
     from simhub.training.dpo import dedup, mean_reward
 
