@@ -1,9 +1,11 @@
 """Offline RL for the student simulator (SPEC §4, §8): generate → score → pairs → train.
 
-Data, as the reference draws it: candidates are sampled on the first ``int(subsample·n)``
-dialogues of the (already shuffled) training split, and validation pairs come from the first
-``int(subsample·n)`` of the validation split; turns with an index below ``skip_turns`` and turns
-whose chat-templated prompt has 6,000 characters or more are skipped. Sampling goes through the
+Data, as the reference draws it: candidates are sampled for every student turn of the first
+``int(subsample·n)`` dialogues of the (already shuffled) training split, and of the first
+``int(subsample·n)`` of the validation split, and all of them are scored (so the knowledge
+reward's cutoffs pool every turn); blank candidates and candidates that end the dialogue (kept
+with the end-of-dialogue marker) count like the others. Only pairing leaves out turns with an
+index below ``skip_turns`` and turns whose chat-templated prompt has 6,000 characters or more. Sampling goes through the
 simulators (:class:`~simhub.simulation.ModelSimulator` with the SFT adapter), scoring through the
 Scorer with the evaluated set's own knowledge cutoffs, and DPO truncates as the reference's trl
 (0.22.2) did: every prompt keeps its last ``max_prompt_length`` tokens, then each of prompt + chosen
@@ -12,14 +14,14 @@ and prompt + rejected keeps its last ``max_length`` tokens (:func:`truncate_sequ
 Each stage writes one artifact into the output folder, atomically, and a rerun starts at the first
 stage whose artifact is missing:
 
-==========  ====================  ======================================================================
+==========  ====================  ==================================================================================
 stage       artifact              content (one JSON object per line)
-==========  ====================  ======================================================================
-generate    ``candidates.jsonl``  ``{split, dialogue_id, turn_index, candidates: [text, ...]}``
-score       ``scores.jsonl``      ``{split, dialogue_id, turn_index, candidates: [{text, scores, reward}]}``
+==========  ====================  ==================================================================================
+generate    ``candidates.jsonl``  ``{split, dialogue_id, turn_index, long_prompt, candidates: [text, ...]}``
+score       ``scores.jsonl``      ``{split, dialogue_id, turn_index, long_prompt, candidates: [{text, scores, reward}]}``
 pairs       ``pairs.jsonl``       ``{split, dialogue_id, turn_index, chosen, rejected, gap}``
 train       ``eval_results.json`` the DPO adapter, ``training_config.json`` and the results
-==========  ====================  ======================================================================
+==========  ====================  ==================================================================================
 
 Pairing (:func:`make_pairs`) and truncation (:func:`truncate_sequence`) are pure functions.
 """
@@ -116,8 +118,8 @@ def make_pairs(turns: Sequence[dict], epsilon: float = 0.1, max_pairs_per_turn: 
                skip_turns: int = 5, strategy: str = "max_delta", rng: random.Random | None = None) -> list[dict]:
     """Preference pairs from scored turns.
 
-    ``turns``: ``{dialogue_id, turn_index, candidates: [{text, reward}]}``. Turns with
-    ``turn_index < skip_turns`` are skipped; candidates with a null reward or the same text are
+    ``turns``: ``{dialogue_id, turn_index, long_prompt?, candidates: [{text, reward}]}``. Turns
+    with ``turn_index < skip_turns`` or a ``long_prompt`` are skipped; candidates with a null reward or the same text are
     never paired, and a pair needs a reward gap strictly greater than ``epsilon`` (the higher
     reward is chosen). ``max_delta`` (the paper): every such pair, the ``max_pairs_per_turn``
     widest gaps kept (ties in candidate order). ``each_wins``: each candidate in turn is chosen
@@ -128,7 +130,7 @@ def make_pairs(turns: Sequence[dict], epsilon: float = 0.1, max_pairs_per_turn: 
     rng = rng or random.Random(0)
     pairs = []
     for turn in turns:
-        if turn["turn_index"] < skip_turns:
+        if turn["turn_index"] < skip_turns or turn.get("long_prompt"):
             continue
         cands = [c for c in turn["candidates"] if c.get("reward") is not None]
         found = []
@@ -155,12 +157,9 @@ def make_pairs(turns: Sequence[dict], epsilon: float = 0.1, max_pairs_per_turn: 
 
 
 def dedup(texts: Sequence[str]) -> list[str]:
-    """Distinct non-empty candidates in first-seen order."""
-    seen: dict[str, None] = {}
-    for t in texts:
-        if t.strip() and t not in seen:
-            seen[t] = None
-    return list(seen)
+    """Distinct candidates in first-seen order; a blank one is a candidate like any other (the
+    reference keeps it and scores it)."""
+    return list(dict.fromkeys(texts))
 
 
 def truncate_sequence(prompt: list[int], completion: list[int], max_prompt_length: int | None,
@@ -234,22 +233,23 @@ class Context:
         return ModelSimulator("dpo-policy", config, options)
 
 
-def generation_targets(ctx: Context, split: str, simulator) -> tuple[list, int]:
-    """Targets to sample for in ``split``, and how many turns were skipped for a long prompt."""
+def generation_targets(ctx: Context, split: str, simulator) -> tuple[list, list[bool]]:
+    """Every student turn of ``split``'s DPO dialogues, and whether its chat-templated prompt is too
+    long to pair (``max_prompt_chars`` or more, as the reference measures it)."""
     from simhub.simulation import Target
 
-    dpo, limit = ctx.recipe.dpo, ctx.recipe.max_prompt_chars
-    targets, long = [], 0
-    for d in ctx.dialogues(split):
-        for i in d.student_turn_indices():
-            if i < dpo.skip_turns:
-                continue
-            target = Target(d, i)
-            if len(simulator.prompt_text(target)) >= limit:
-                long += 1
-                continue
-            targets.append(target)
-    return targets, long
+    limit = ctx.recipe.max_prompt_chars
+    targets = [Target(d, i) for d in ctx.dialogues(split) for i in d.student_turn_indices()]
+    return targets, [len(simulator.prompt_text(t)) >= limit for t in targets]
+
+
+def candidate_text(candidate) -> str:
+    """A sampled candidate as the reference keeps it: the text with its end-of-dialogue marker, so
+    that a pair can prefer (or not) ending the dialogue. Scoring removes the marker (the candidate
+    rules)."""
+    from simhub.prompts import END_OF_DIALOGUE
+
+    return candidate.text + END_OF_DIALOGUE if candidate.end_of_dialogue else candidate.text
 
 
 def stage_generate(ctx: Context) -> list[dict]:
@@ -261,15 +261,15 @@ def stage_generate(ctx: Context) -> list[dict]:
     for split in DPO_SPLITS:
         targets, long = generation_targets(ctx, split, simulator)
         _log(f"generate {split}: {len(targets)} student turns × {dpo.num_candidates} candidates ({dpo.backend}); "
-             f"{long} turns skipped for prompts of {recipe.max_prompt_chars}+ characters")
+             f"{sum(long)} with prompts of {recipe.max_prompt_chars}+ characters, scored but not paired")
         sampling = Sampling(temperature=dpo.temperature, top_p=dpo.top_p, top_k=dpo.top_k, max_tokens=dpo.max_new_tokens,
                             n=dpo.num_candidates, seed=recipe.seed)
         results = simulator.simulate(targets, sampling, progress=True)
-        records += [{"split": split, "dialogue_id": t.dialogue.id, "turn_index": t.turn_index,
-                     "candidates": dedup([c.text for c in r.candidates])} for t, r in zip(targets, results, strict=True)]
+        records += [{"split": split, "dialogue_id": t.dialogue.id, "turn_index": t.turn_index, "long_prompt": too_long,
+                     "candidates": dedup([candidate_text(c) for c in r.candidates])}
+                    for t, r, too_long in zip(targets, results, long, strict=True)]
     if not any(r["split"] == "train" for r in records):
-        raise ConfigError("dpo: no student turns to sample (subsample too small or all turns skipped)",
-                          field="dpo.subsample")
+        raise ConfigError("dpo: no student turns to sample (subsample too small)", field="dpo.subsample")
     return records
 
 
@@ -293,7 +293,7 @@ def stage_score(ctx: Context) -> list[dict]:
     records = list(iter_jsonl(ctx.path("generate"), type=dict))
     scorer = Scorer.from_profile(ctx.profile, mode="benchmark")
     metrics = reward_metrics(ctx, scorer.metrics)
-    out = [{**{k: rec[k] for k in ("split", "dialogue_id", "turn_index")},
+    out = [{**{k: rec[k] for k in ("split", "dialogue_id", "turn_index")}, "long_prompt": rec.get("long_prompt", False),
             "candidates": [{"text": t} for t in rec["candidates"]]} for rec in records]
     for split in DPO_SPLITS:
         dialogues = ctx.by_id(split)

@@ -504,9 +504,10 @@ def test_pairs_rules():
     assert [(p["chosen"], p["rejected"]) for p in pairs] == [("t2", "t0")]
     assert pairs[0]["gap"] == pytest.approx(0.16)
     assert make_pairs([_turn(5, [0.5, 0.6])], epsilon=0.1) == []  # a gap of exactly epsilon is not enough
-    # first turns skipped
+    # first turns and turns with a long prompt are not paired (they are scored)
     assert make_pairs([_turn(4, [0.0, 1.0])], skip_turns=5) == []
     assert len(make_pairs([_turn(5, [0.0, 1.0])], skip_turns=5)) == 1
+    assert make_pairs([{**_turn(5, [0.0, 1.0]), "long_prompt": True}], skip_turns=5) == []
     # at most 6 widest pairs per turn, widest first
     pairs = make_pairs([_turn(7, [0.0, 0.2, 0.4, 0.6, 0.8, 1.0])], epsilon=0.1, max_pairs_per_turn=6)
     assert len(pairs) == 6
@@ -578,7 +579,34 @@ def test_mean_reward_and_dedup():
     assert mean_reward({"acts": 1.0, "cosine": 0.5, "rouge_l": 0.0, "knowledge": None},
                        ["acts", "cosine", "knowledge"]) == 0.75
     assert mean_reward({"acts": None}, ["acts"]) is None
-    assert dedup(["a", "b", "a", " ", "c"]) == ["a", "b", "c"]
+    assert dedup(["a", "b", "a", " ", "c", ""]) == ["a", "b", " ", "c", ""]  # blank candidates are candidates
+
+
+def test_dpo_scores_blank_candidates_and_those_that_end_the_dialogue(tmp_path, simhub_home):
+    """FIDELITY.md (DPO data): a blank candidate and one that ends the dialogue are kept and scored
+    like the others; the marker stays in the candidate (a pair can prefer ending) and scoring removes it."""
+    from simhub.config import load_profile
+    from simhub.prompts import END_OF_DIALOGUE
+    from simhub.provision import provision_profile, restrict
+    from simhub.schema import write_jsonl
+    from simhub.simulation import Candidate
+    from simhub.training.config import load_recipe
+    from simhub.training.dpo import Context, candidate_text, stage_score
+
+    assert candidate_text(Candidate(text="bye", finish_reason="stop", end_of_dialogue=True)) == f"bye{END_OF_DIALOGUE}"
+    assert candidate_text(Candidate(text="", finish_reason="stop")) == ""
+    recipe = load_recipe("tiny-student-dpo", ["dpo.reward_metrics=cosine"])
+    profile = provision_profile(restrict(load_profile("demo"), metrics=["cosine"], simulators=[], tutors=[]))
+    ctx = Context(recipe, tmp_path, False, {}, profile)
+    dialogue = ctx.dialogues("train")[0]
+    turn = dialogue.student_turn_indices()[0]
+    texts = ["", f"I think so{END_OF_DIALOGUE}", "I think so"]
+    write_jsonl(ctx.path("generate"), [{"split": "train", "dialogue_id": dialogue.id, "turn_index": turn,
+                                        "long_prompt": False, "candidates": texts}])
+    (scored,) = stage_score(ctx)
+    assert [c["text"] for c in scored["candidates"]] == texts and scored["long_prompt"] is False
+    rewards = [c["reward"] for c in scored["candidates"]]
+    assert all(r is not None for r in rewards) and rewards[1] == pytest.approx(rewards[2])
 
 
 def test_dpo_stages_resume_after_a_crash(tmp_path, monkeypatch, tiny_kit):
@@ -665,7 +693,12 @@ def test_tiny_dpo_end_to_end(tmp_path, monkeypatch, simhub_home, tiny_kit):
     for name in ("candidates.jsonl", "scores.jsonl", "pairs.jsonl", "adapter_config.json", "eval_results.json"):
         assert (out / name).is_file(), name
     scored = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
-    assert all(r["turn_index"] >= 5 for r in scored)
+    # FIDELITY.md (DPO data): every student turn of the DPO dialogues is sampled and scored, the first
+    # five turns too; only pairing skips them.
+    assert any(r["turn_index"] < 5 for r in scored) and any(r["turn_index"] >= 5 for r in scored)
+    assert all(c.get("scores") is not None for r in scored for c in r["candidates"])
+    pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
+    assert pairs and all(p["turn_index"] >= 5 for p in pairs)
     # SPEC §8: candidates come from the first int(0.25·24) = 6 training dialogues (and the first 2 of
     # the validation split), never from later ones.
     from simhub.data.sample import load_sample_corpus
