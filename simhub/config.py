@@ -166,7 +166,7 @@ class MetricModels(_Section, kw_only=True, forbid_unknown_fields=True, frozen=Tr
     knowledge: KnowledgeConfig | None = None
     cosine: EmbedderConfig | None = None
     tutor_response: ModelRef | None = None
-    #: Not a metric: the correctness classifier (SPEC §4) that labels single student turns for the
+    #: Not a metric: the correctness classifier (docs/protocol.md §4) that labels single student turns for the
     #: dialogue-level statistics and the report's distributions; without it the judge's model labels them.
     correctness_classifier: ModelRef | None = None
 

@@ -1,4 +1,4 @@
-"""The ``knowledge`` metric: knowledge-acquisition similarity from an LLM knowledge tracer (SPEC §3).
+"""The ``knowledge`` metric: knowledge-acquisition similarity from an LLM knowledge tracer (docs/protocol.md §3).
 
 An LLMKT model (Scarlatos et al. 2025) reads the dialogue so far and answers, for each knowledge
 component (KC), whether the student has mastered it; the KC's mastery is the softmax probability

@@ -28,7 +28,7 @@ from simhub.errors import NotSupportedError
 #: A prompt: chat messages (``[{"role", "content"}]``), templated by the model, or token ids.
 Prompt = list[dict[str, str]] | list[int]
 
-#: SPEC §4: inference is greedy with at most 400 new tokens.
+#: docs/protocol.md §4: inference is greedy with at most 400 new tokens.
 DEFAULT_MAX_TOKENS = 400
 
 

@@ -1,7 +1,7 @@
 """Every text a model sees, in training and at inference, in one place.
 
 ``simhub prompt show`` prints what a model receives for a given turn. The wording is simhub's own;
-the structure follows the paper (SPEC §3-§5, §8).
+the structure follows the paper (docs/protocol.md §3-§5, §8).
 """
 
 from simhub.prompts.baselines import BASELINE_STYLES, baseline_messages, dialogue_text

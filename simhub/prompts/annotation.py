@@ -1,4 +1,4 @@
-"""Prompts of the annotation step (SPEC §2, §8): what an LLM labeller is asked about each dialogue.
+"""Prompts of the annotation step (docs/protocol.md §2, §8): what an LLM labeller is asked about each dialogue.
 
 Why they look the way they do:
 
@@ -13,7 +13,7 @@ Why they look the way they do:
   OpenAI JSON mode requires.
 * **Definitions from the paper, wording our own.** Acts, correctness (saying "I don't know" is
   incorrect; conversational turns get null), KCs (chosen from the dialogue's level-3 subjects or
-  ``Default``), OCEAN (reasoning first) and the one-paragraph profile follow SPEC §8.
+  ``Default``), OCEAN (reasoning first) and the one-paragraph profile follow docs/protocol.md §8.
 """
 
 from __future__ import annotations

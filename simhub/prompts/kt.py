@@ -1,4 +1,4 @@
-"""The LLMKT knowledge-tracing prompt (SPEC §3, §8).
+"""The LLMKT knowledge-tracing prompt (docs/protocol.md §3, §8).
 
 A shared context (instruction, OCEAN persona, question with its solution, the list of *all* the
 dialogue's knowledge components, the numbered history) is followed by one short question per KC;

@@ -1,5 +1,5 @@
 """Simulators behind any OpenAI-compatible chat endpoint: a user's own hosted model, or one of the
-paper's five prompted baselines (``baseline:zero-shot`` ... ``baseline:oracle``, SPEC §5, §8).
+paper's five prompted baselines (``baseline:zero-shot`` ... ``baseline:oracle``, docs/protocol.md §5, §8).
 
 Without ``baseline:`` the endpoint is prompted in simhub's student chat format (the format a model
 fine-tuned by simhub expects, e.g. a student served by another ``simhub serve`` or by vLLM). With

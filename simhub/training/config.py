@@ -1,7 +1,7 @@
 """Training recipes: one typed, documented dataclass read from YAML, with ``--set key=value`` overrides.
 
 A recipe says *what* to train (``kind``, ``base_model``, ``data``) and *how* (the paper's
-hyperparameters, SPEC §4). Every field carries its help text in ``metadata``; this docstring
+hyperparameters, docs/protocol.md §4). Every field carries its help text in ``metadata``; this docstring
 groups them by concern.
 
 Model and data
@@ -17,7 +17,7 @@ LoRA
     ``lora_r`` 32, ``lora_alpha`` 64, ``lora_dropout`` 0.05, ``use_rslora`` on
     ``lora_target_modules`` ``all-linear``.
 DPO (``kind: student-dpo``, section ``dpo:``)
-    the offline RL pipeline of SPEC §4, see :class:`DPOSettings`.
+    the offline RL pipeline of docs/protocol.md §4, see :class:`DPOSettings`.
 
 Loading is two steps: :func:`load_recipe` parses and type-checks (no I/O beyond the YAML file,
 so every shipped recipe parses in CI), :func:`check_resources` verifies that the data files and
@@ -54,7 +54,7 @@ def _f(default: Any, help: str, **kw) -> Any:
 
 @dataclass
 class DPOSettings:
-    """The offline RL (DPO) pipeline: generate → score → pairs → train (SPEC §4)."""
+    """The offline RL (DPO) pipeline: generate → score → pairs → train (docs/protocol.md §4)."""
 
     sft_adapter: str | None = _f(None, "folder (or Hub id) of the SFT student adapter: sampling policy, "
                                        "initial policy and frozen reference")

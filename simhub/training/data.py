@@ -145,7 +145,7 @@ def too_long(kind: str, chars: int, max_prompt_chars: int) -> bool:
 
 
 def prompt_chars(tokenizer, kind: str, messages: list[dict]) -> int:
-    """Length of the chat-templated prompt string, as the reference measures it (SPEC §2 rule 8, §8):
+    """Length of the chat-templated prompt string, as the reference measures it (docs/protocol.md §2 rule 8, §8):
     a generator's prompt is the whole templated dialogue; a classifier's, the messages before the
     label with the generation prompt."""
     if kind in ("student-sft", "tutor-sft"):
@@ -324,7 +324,7 @@ def judge_cases(dialogues: Sequence[Dialogue], candidates: int = JUDGE_CANDIDATE
 def kt_samples(dialogue: Dialogue) -> list[tuple[list, list[str], float]]:
     """``(history, kcs, label)`` per tutor turn with KCs followed by a student turn judged correct/incorrect.
 
-    The history stops before the tutor turn, i.e. at the previous student turn (SPEC §3); the KCs
+    The history stops before the tutor turn, i.e. at the previous student turn (docs/protocol.md §3); the KCs
     are those labelled on the tutor turn; the label is 1.0 when the next student turn is correct.
     """
     out = []

@@ -1,4 +1,4 @@
-"""Offline RL for the student simulator (SPEC §4, §8): generate → score → pairs → train.
+"""Offline RL for the student simulator (docs/protocol.md §4, §8): generate → score → pairs → train.
 
 Data, as the reference draws it: candidates are sampled for every student turn of the first
 ``int(subsample·n)`` dialogues of the (already shuffled) training split, and of the first

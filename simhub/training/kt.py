@@ -1,6 +1,6 @@
 """LLMKT training: BCE of the mean P(True) over a tutor turn's KCs against the next student turn's correctness.
 
-The paper trains the KT model at a constant learning rate with no warm-up (SPEC §8): the KT recipes
+The paper trains the KT model at a constant learning rate with no warm-up (docs/protocol.md §8): the KT recipes
 say so (``lr_scheduler_type: constant``, ``warmup_ratio: 0``).
 
 The batch is exactly what the ``knowledge`` metric reads: packed prompts from

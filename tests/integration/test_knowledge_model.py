@@ -1,4 +1,4 @@
-"""The knowledge metric: binning and scoring pinned to SPEC §3, packed LLMKT equal to unpacked."""
+"""The knowledge metric: binning and scoring pinned to docs/protocol.md §3, packed LLMKT equal to unpacked."""
 
 from __future__ import annotations
 

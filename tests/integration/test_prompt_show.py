@@ -30,7 +30,7 @@ def test_simulator_prompt_is_templated_and_holds_no_profile(data, capsys, tiny_p
     assert text.startswith("<|begin_of_text|><|start_header_id|>system<|end_header_id|>")
     assert text.rstrip().endswith("<|start_header_id|>assistant<|end_header_id|>")
     assert d.turns[turn - 1].content in text and d.turns[turn].content not in text.split("assistant<|end_header_id|>")[-1]
-    assert d.profile not in text  # SPEC §8: no Oracle leak in a trained student's prompt
+    assert d.profile not in text  # docs/protocol.md §8: no Oracle leak in a trained student's prompt
 
 
 def test_baseline_and_metric_prompts(data, capsys, tiny_profile):

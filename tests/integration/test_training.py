@@ -27,11 +27,11 @@ def test_every_recipe_parses(path):
         assert recipe.base_model_hub_id == recipe.base_model
         assert recipe.effective_batch_size == 64 and recipe.bf16
         assert (recipe.weight_decay, recipe.max_grad_norm) == (0.01, 1.0)
-        if recipe.kind == "kt":  # SPEC §8: the reference trains KT at a constant rate, no warm-up
+        if recipe.kind == "kt":  # docs/protocol.md §8: the reference trains KT at a constant rate, no warm-up
             assert (recipe.lr_scheduler_type, recipe.warmup_ratio, recipe.persona) == ("constant", 0.0, "ocean")
         else:
             assert (recipe.lr_scheduler_type, recipe.warmup_ratio) == ("linear", 0.1)
-        if recipe.kind.startswith("student"):  # SPEC §8: the fine-tuned students see no persona
+        if recipe.kind.startswith("student"):  # docs/protocol.md §8: the fine-tuned students see no persona
             assert recipe.persona == "none"
         assert (recipe.lora_r, recipe.lora_alpha, recipe.lora_dropout, recipe.use_rslora) == (32, 64, 0.05, True)
         expected = {"student-sft": 3, "tutor-sft": 3, "acts": 2, "correctness": 1, "kt": 3, "student-dpo": 1}
@@ -699,7 +699,7 @@ def test_tiny_dpo_end_to_end(tmp_path, monkeypatch, simhub_home, tiny_kit):
     assert all(c.get("scores") is not None for r in scored for c in r["candidates"])
     pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
     assert pairs and all(p["turn_index"] >= 5 for p in pairs)
-    # SPEC §8: candidates come from the first int(0.25·24) = 6 training dialogues (and the first 2 of
+    # docs/protocol.md §8: candidates come from the first int(0.25·24) = 6 training dialogues (and the first 2 of
     # the validation split), never from later ones.
     from simhub.data.sample import load_sample_corpus
 
@@ -849,7 +849,7 @@ def test_dpo_truncation_without_limits_keeps_everything():
 
 
 def test_chat_templated_prompt_length_filter(tokenizer, sample_corpus):
-    """SPEC §2 rule 8 / §8: the 6,000-character rule measures the chat-templated prompt string."""
+    """docs/protocol.md §2 rule 8 / §8: the 6,000-character rule measures the chat-templated prompt string."""
     from simhub.training.data import build_chat_examples, chat_conversations
 
     dialogue = max(sample_corpus["train"], key=lambda d: sum(len(t.content) for t in d.turns))

@@ -1,4 +1,4 @@
-"""The paper's five prompted baselines as simulators (SPEC §5, §8), against a local fake endpoint."""
+"""The paper's five prompted baselines as simulators (docs/protocol.md §5, §8), against a local fake endpoint."""
 
 from __future__ import annotations
 

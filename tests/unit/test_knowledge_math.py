@@ -1,4 +1,4 @@
-"""The knowledge metric's arithmetic, pinned to SPEC §3 (pure numpy: these run on a core install)."""
+"""The knowledge metric's arithmetic, pinned to docs/protocol.md §3 (pure numpy: these run on a core install)."""
 
 from __future__ import annotations
 
