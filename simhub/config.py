@@ -119,6 +119,10 @@ class KnowledgeConfig(ModelRef, kw_only=True, forbid_unknown_fields=True, frozen
     eval_cutoffs: str = "paper"
     #: The paper's KT model reads the OCEAN persona (it is trained with it).
     persona: Literal["none", "ocean"] = "ocean"
+    #: ``bfloat16``: the KT model runs in bf16 and each mastery is the True/False softmax rounded to
+    #: bf16, as the reference computes it (masteries of 0.5 and more sit on a 1/256 grid, and so do
+    #: the deltas and cutoffs); ``float32`` keeps full precision (FIDELITY.md, bf16 masteries).
+    kt_dtype: Literal["float32", "bfloat16"] = "float32"
 
 
 class EndpointSettings(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
@@ -167,7 +171,7 @@ class MetricModels(_Section, kw_only=True, forbid_unknown_fields=True, frozen=Tr
     knowledge: KnowledgeConfig | None = None
     cosine: EmbedderConfig | None = None
     tutor_response: ModelRef | None = None
-    #: Not a metric: the correctness classifier (SPEC §4) that labels single student turns for the
+    #: Not a metric: the correctness classifier (docs/protocol.md §4) that labels single student turns for the
     #: dialogue-level statistics and the report's distributions; without it the judge's model labels them.
     correctness_classifier: ModelRef | None = None
 
@@ -259,7 +263,8 @@ class BaselinesConfig(_Section, kw_only=True, forbid_unknown_fields=True, frozen
     max_tokens: int | None = None
     #: Embedder of the free-text profiles for ICL retrieval (the paper: Qwen3-Embedding-8B).
     embedder: str = "minilm"
-    #: Training dialogues the ICL baseline retrieves its example from (JSONL); None: the sample corpus.
+    #: Training dialogues the ICL baseline retrieves its example from (JSONL). None: the training split
+    #: beside the evaluated ``--data`` file (``train.jsonl``); with neither, the ICL baseline is an error.
     icl_pool: str | None = None
 
 

@@ -1,4 +1,4 @@
-"""The canonical dialogue format (SPEC §7) and its JSONL reader/writer.
+"""The canonical dialogue format (docs/protocol.md §7) and its JSONL reader/writer.
 
 Every part of simhub (the converter, training, scoring and the service) speaks these types.
 They are ``msgspec`` structs so that decoding validates types and reports the exact field

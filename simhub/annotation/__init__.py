@@ -1,6 +1,6 @@
 """Labelling tutoring dialogues through any OpenAI-compatible endpoint, in the released annotation layout.
 
-``simhub annotate`` makes the labels the paper's metrics need (SPEC §2, §8) with an LLM: per
+``simhub annotate`` makes the labels the paper's metrics need (docs/protocol.md §2, §8) with an LLM: per
 question a solution, its solvability, the correct option and an explanation per option; per
 dialogue the act and correctness of every student turn, the KCs of every tutor turn that poses a
 task, an OCEAN persona and a free-text profile. The output has the layout of the authors'

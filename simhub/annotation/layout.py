@@ -1,4 +1,4 @@
-"""Writing annotation rows in the released layout (SPEC §8), so that the reader reads them back.
+"""Writing annotation rows in the released layout (docs/protocol.md §8), so that the reader reads them back.
 
 The reader (:mod:`simhub.data.annotations`) is the contract: the columns are its
 :data:`~simhub.data.annotations.RELEASED_COLUMNS`, the cells are Python literals as pandas'

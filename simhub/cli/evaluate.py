@@ -28,11 +28,11 @@ from simhub.cli.common import (
 def _simulator(args: argparse.Namespace, metrics: list[str] | None = None, loaded=None):
     """The provisioned profile (the simulator's models and, with ``metrics``, those models) and the simulator."""
     from simhub.cli.common import profile_for
-    from simhub.simulation import build_simulator
+    from simhub.simulation import build_simulator, with_icl_pool
 
     profile = profile_for(args, metrics=metrics, simulators=[args.simulator], tutors=[], loaded=loaded)
     force = None if args.backend == "profile" else _backend(args.backend)
-    return profile, build_simulator(args.simulator, profile, force_backend=force)
+    return profile, build_simulator(args.simulator, with_icl_pool(profile, args.data), force_backend=force)
 
 
 def _backend(choice: str) -> str:
@@ -52,16 +52,17 @@ def _options(args: argparse.Namespace, metrics: list[str] | None = None):
     from simhub.evaluation.runs import EvalOptions, check_options
 
     options = EvalOptions(metrics=metrics, n_resamples=getattr(args, "bootstrap", 10_000), seed=getattr(args, "seed", 0),
-                          cache_dir=args.cache_dir, no_cache=args.no_cache, chunk_size=args.chunk_size)
+                          cache_dir=args.cache_dir, no_cache=args.no_cache, chunk_size=args.chunk_size,
+                          test_subsample=getattr(args, "test_subsample", None))
     check_options(options)
     return options
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from simhub.evaluation.runs import _caches, simulate, student_targets
+    from simhub.evaluation.runs import _caches, simulate, student_targets, subsample_split
     from simhub.schema import write_jsonl
 
-    targets = student_targets(read_dialogues(args.data), args.data)
+    targets = student_targets(subsample_split(read_dialogues(args.data), args.test_subsample), args.data)
     options = _options(args)
     check_output(args.output, folder=False)
     _, simulator = _simulator(args, metrics=[])  # simulating needs no metric model: build none
@@ -152,6 +153,13 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="neither read nor write any cache, endpoint answers included: every request is sent")
     p.add_argument("--chunk-size", type=int, default=64,
                    help="turns simulated per batch; each finished batch is cached, so a killed run loses at most one")
+    _test_subsample(p)
+
+
+def _test_subsample(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--test-subsample", type=float, metavar="FRACTION",
+                   help="use the reference's random subsample of the data: random.Random(221).sample of "
+                        "int(FRACTION x dialogues), e.g. 0.2 for the paper's ablation table")
 
 
 def register(sub) -> None:
@@ -195,7 +203,8 @@ def _rollout(args: argparse.Namespace) -> int:
     from simhub.config import load_profile
     from simhub.errors import ConfigError, UnknownNameError
     from simhub.evaluation.rollout import RolloutOptions, rollout, write_rollouts
-    from simhub.simulation import build_simulator, load_options
+    from simhub.evaluation.runs import subsample_split
+    from simhub.simulation import build_simulator, load_options, with_icl_pool
     from simhub.simulation.tutor import build_tutor, tutor_names
 
     for name in ("max_turns", "samples", "max_tokens", "limit"):
@@ -208,18 +217,20 @@ def _rollout(args: argparse.Namespace) -> int:
     dialogues = read_dialogues(args.data)
     if args.limit:
         dialogues = dialogues[: args.limit]
+    dialogues = subsample_split(dialogues, args.test_subsample)  # after --limit, as the reference truncates first
     check_output(args.output, folder=True)
     profile = profile_for(args, metrics=[], simulators=[args.simulator], tutors=[args.tutor], loaded=raw)
     force = None if args.backend == "profile" else _backend(args.backend)
-    simulator = build_simulator(args.simulator, profile, force_backend=force)
+    simulator = build_simulator(args.simulator, with_icl_pool(profile, args.data), force_backend=force)
     tutor = build_tutor(args.tutor, profile, load_options(profile, backend=force), mode=args.mode)
     temperature = args.temperature if args.temperature is not None else 0.6
-    options = RolloutOptions(mode=args.mode, max_turns=args.max_turns, temperature=temperature, samples=args.samples,
-                             seed=args.seed, cache_dir=args.cache_dir, no_cache=args.no_cache, max_tokens=args.max_tokens)
+    options = RolloutOptions(mode=args.mode, max_turns=args.max_turns, temperature=temperature, top_p=args.top_p,
+                             samples=args.samples, seed=args.seed, cache_dir=args.cache_dir, no_cache=args.no_cache,
+                             max_tokens=args.max_tokens)
     rollouts = rollout(simulator, tutor, dialogues, options)
     info = {"simulator": args.simulator, "tutor": args.tutor, "profile": raw.source or raw.name, "data": str(args.data),
             "mode": args.mode, "samples": args.samples, "seed": args.seed, "max_turns": args.max_turns,
-            "temperature": temperature}
+            "temperature": temperature, "top_p": args.top_p, "test_subsample": args.test_subsample}
     summary = write_rollouts(rollouts, args.output, info)
     if summary["rollouts"] and summary["failed"] == summary["rollouts"]:
         return all_failed("rollouts", summary["rollouts"], [d.meta.get("failed") for d in rollouts])
@@ -239,7 +250,7 @@ def _eval_dialogues(args: argparse.Namespace) -> int:
         load_sim,
         write_results,
     )
-    from simhub.simulation import build_simulator, load_options
+    from simhub.simulation import build_simulator, load_options, with_icl_pool
     from simhub.simulation.tutor import build_tutor
 
     real = read_dialogues(args.real, "real")
@@ -256,7 +267,7 @@ def _eval_dialogues(args: argparse.Namespace) -> int:
                           tutors=[tutor_name] if want_sensitivity and tutor_name in raw.tutors else [], loaded=raw)
     simulator = tutor = None
     if want_sensitivity:
-        simulator = build_simulator(simulator_name, profile)
+        simulator = build_simulator(simulator_name, with_icl_pool(profile, args.real))
         if tutor_name in profile.tutors:
             tutor = build_tutor(tutor_name, profile, load_options(profile), mode="free")
     options = DialogueEvalOptions(n_resamples=args.bootstrap, seed=args.seed, cache_dir=args.cache_dir,
@@ -289,10 +300,13 @@ def register_dialogue_level(sub) -> None:
                         "the real tutor, stopping after the real number of student turns")
     p.add_argument("--max-turns", type=int, default=40, help="turns per dialogue at most (default 40)")
     p.add_argument("--temperature", type=float, help="sampling temperature of both sides (default 0.6)")
+    p.add_argument("--top-p", type=float, default=0.95,
+                   help="nucleus sampling top-p of both sides (default 0.95, the reference's; no top-k either way)")
     p.add_argument("--samples", type=int, default=1, help="rollouts per real dialogue (default 1)")
     p.add_argument("--max-tokens", type=int, default=400, help="new tokens per turn at most (default 400)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed of both sides (default 0)")
     p.add_argument("--limit", type=int, help="use the first N dialogues")
+    _test_subsample(p)
     p.add_argument("--backend", default="profile", choices=["profile", "auto", "transformers", "vllm"],
                    help="backend of local models: the profile's (default), auto, transformers or vllm")
     p.add_argument("--cache-dir", help="content-addressed cache (default: $SIMHUB_HOME/cache)")

@@ -64,7 +64,7 @@ def training_text(args, profile, dialogue, turn: int) -> str:
 
 def _show(args: argparse.Namespace) -> int:
     from simhub.metrics import MetricContext, ScoreItem, metric_class
-    from simhub.simulation import Target, build_simulator
+    from simhub.simulation import Target, build_simulator, with_icl_pool
 
     if args.model is None and args.simulator is None:
         raise ConfigError("simulator: name a simulator, or a metric model with model", field="simulator")
@@ -77,7 +77,7 @@ def _show(args: argparse.Namespace) -> int:
         print(training_text(args, profile, dialogue, turn))
         return 0
     if args.model is None:
-        print(build_simulator(args.simulator, profile).prompt_text(Target(dialogue, turn)))
+        print(build_simulator(args.simulator, with_icl_pool(profile, args.data)).prompt_text(Target(dialogue, turn)))
         return 0
     name = METRIC_MODELS[args.model]
     metric = metric_class(name).from_scoring(profile.scoring, MetricContext())

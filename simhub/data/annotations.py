@@ -1,4 +1,4 @@
-"""Reader of the released QATD-2k annotation files (SPEC §8).
+"""Reader of the released QATD-2k annotation files (docs/protocol.md §8).
 
 The paper's authors annotated every dialogue once with an LLM (GPT-4.1) and released the result as
 one CSV per split, ``{split}_{annotator}.csv``, written by pandas from a DataFrame of Python
@@ -275,7 +275,7 @@ def row_turns(row: AnnotationRow) -> list[Turn]:
 
 
 def row_kcs(row: AnnotationRow) -> list[str]:
-    """Level-3 subject names of the ``subjects`` cell, in order, without repeats (SPEC §2 rule 5)."""
+    """Level-3 subject names of the ``subjects`` cell, in order, without repeats (docs/protocol.md §2 rule 5)."""
     text = row.cells["subjects"]
     if _is_empty(text):
         return []

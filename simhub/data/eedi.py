@@ -1,6 +1,6 @@
 """Loader for Eedi's Question-Anchored Tutoring Dialogues 2k (QATD-2k) and its released annotations.
 
-Reproduces the processing rules of the paper's reference code (SPEC §2):
+Reproduces the processing rules of the paper's reference code (docs/protocol.md §2):
 
 1. a dialogue is the rows sharing ``(QuestionId_DQ, InterventionId)``; dialogues are ordered
    by that key ascending, messages keep file order (``MessageSequence`` is not used);
@@ -12,7 +12,7 @@ Reproduces the processing rules of the paper's reference code (SPEC §2):
 6. ``train.csv`` dialogues are shuffled with ``random.Random(221)``; the first 75 % are train,
    the rest validation; ``test.csv`` is test;
 7. with annotations, a dialogue is kept only if its question annotation exists and says solvable;
-   the split is made first, so it does not depend on the annotations (SPEC §8: the published
+   the split is made first, so it does not depend on the annotations (docs/protocol.md §8: the published
    1,147 / 382 fit only split-then-drop).
 
 The annotations are the authors' released files (``{split}_gpt-4.1.csv``, read by

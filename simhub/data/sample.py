@@ -1,7 +1,7 @@
 """The small synthetic sample corpus shipped with simhub, the default data of the demo and the tests.
 
-Its files have the exact layout of the real inputs: ``raw/`` holds QATD-2k-format files (SPEC §2)
-and ``annotations/`` the released annotation layout (SPEC §8), so everything that runs on the
+Its files have the exact layout of the real inputs: ``raw/`` holds QATD-2k-format files (docs/protocol.md §2)
+and ``annotations/`` the released annotation layout (docs/protocol.md §8), so everything that runs on the
 sample runs unchanged on the real data. The files are made by ``scripts/make_sample.py`` in a
 checkout; the package only ships and reads them.
 """

@@ -35,7 +35,7 @@ PAPER = 'Scarlatos, Lee, Woodhead & Lan, "Simulated Students in Tutoring Dialogu
 #: The data the published numbers were computed on.
 TABLE1_SPLIT = "Eedi QATD-2k, test split (382 dialogues)"
 
-#: The seven turn-level metrics in the paper's column order (SPEC §3). Every one is in [0, 1] and
+#: The seven turn-level metrics in the paper's column order (docs/protocol.md §3). Every one is in [0, 1] and
 #: higher means more realistic.
 METRICS: tuple[str, ...] = ("acts", "correctness", "errors", "knowledge", "cosine", "rouge_l", "tutor_response")
 

@@ -1,7 +1,8 @@
 """Whole simulated dialogues: a simulated student and a tutor take turns from a real dialogue's opening.
 
-``free`` mode is the reference's full-dialogue setting: sampling at temperature 0.6, at most 40
-turns, stopping at the end-of-dialogue marker from either side. ``mirror`` mode keeps the pair
+``free`` mode is the reference's full-dialogue setting: sampling at temperature 0.6 with top-p 0.95
+and no top-k on both sides, at most 40 turns, stopping at the end-of-dialogue marker from either
+side. ``mirror`` mode keeps the pair
 comparable like for like: the tutor reproduces the real tutor's moves (an endpoint tutor adapts
 when the student deviates; a local one repeats the real turns) and the rollout stops after the real
 dialogue's number of student turns.
@@ -42,7 +43,9 @@ class RolloutOptions:
     mode: str = "free"
     max_turns: int = 40
     temperature: float = 0.6
-    top_p: float = 1.0
+    #: The reference's full-dialogue sampling: nucleus 0.95 and no top-k, for both sides.
+    top_p: float = 0.95
+    top_k: int = 0
     max_tokens: int = 400
     samples: int = 1
     seed: int = 0
@@ -129,7 +132,8 @@ def rollout(simulator: Simulator, tutor: Tutor, dialogues: Sequence[Dialogue], o
 
 
 def _sampling(options: RolloutOptions, seed: int) -> Sampling:
-    return Sampling(temperature=options.temperature, top_p=options.top_p, max_tokens=options.max_tokens, seed=seed)
+    return Sampling(temperature=options.temperature, top_p=options.top_p, top_k=options.top_k,
+                    max_tokens=options.max_tokens, seed=seed)
 
 
 def _student_step(simulator: Simulator, states: list[_State], options: RolloutOptions, step: int, k: int,

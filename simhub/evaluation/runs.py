@@ -18,6 +18,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import random
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +37,8 @@ from simhub.scoring import Scorer
 from simhub.simulation import SimulationResult, Simulator, Target
 
 SIMULATIONS = "simulations.jsonl"
+#: Seed of the reference's random test subsample (the paper's ablation table).
+SUBSAMPLE_SEED = 221
 
 
 def sha256_of(path: str | os.PathLike[str]) -> str:
@@ -44,6 +47,16 @@ def sha256_of(path: str | os.PathLike[str]) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def subsample_split(dialogues: Sequence[Dialogue], fraction: float | None) -> list[Dialogue]:
+    """The reference's ``--test_subsample``: ``random.Random(221).sample`` of ``int(fraction · n)``
+    dialogues of the split, in the order it draws them (FIDELITY.md); None keeps the whole split."""
+    if fraction is None:
+        return list(dialogues)
+    if not 0.0 < fraction <= 1.0:
+        raise ConfigError(f"test_subsample: {fraction} is not a fraction in (0, 1]", field="test_subsample")
+    return random.Random(SUBSAMPLE_SEED).sample(list(dialogues), int(len(dialogues) * fraction))
 
 
 def student_targets(dialogues: Sequence[Dialogue], where: str = "data") -> list[Target]:
@@ -118,6 +131,8 @@ class EvalOptions:
     sampling: Sampling | None = None
     progress: bool = True
     chunk_size: int = 64
+    #: Evaluate the reference's random subsample of this fraction of ``data`` (:func:`subsample_split`).
+    test_subsample: float | None = None
 
 
 def _caches(options: EvalOptions) -> tuple[ContentCache | None, ContentCache | None]:
@@ -147,7 +162,7 @@ def run_eval(profile: Profile, simulator: Simulator, data: str | os.PathLike[str
 def _run_eval(profile: Profile, simulator: Simulator, data: str | os.PathLike[str], output: str | os.PathLike[str],
               options: EvalOptions, record: dict | None) -> dict:
     data, output = Path(data), Path(output)
-    dialogues = read_jsonl(data)
+    dialogues = subsample_split(read_jsonl(data), options.test_subsample)
     targets = student_targets(dialogues, str(data))
     generations, scores_cache = _caches(options)
     scorer = Scorer.from_profile(profile, mode="benchmark", cache=scores_cache)
@@ -190,7 +205,8 @@ def _run_eval(profile: Profile, simulator: Simulator, data: str | os.PathLike[st
     results = {
         "simulator": simulator.id,
         "profile": profile.source or profile.name,
-        "data": {"path": str(data), "sha256": sha256_of(data), "dialogues": len(dialogues), "turns": len(targets)},
+        "data": {"path": str(data), "sha256": sha256_of(data), "dialogues": len(dialogues), "turns": len(targets),
+                 **({"test_subsample": options.test_subsample} if options.test_subsample is not None else {})},
         "metrics": summary,
         "failures": failures,
         "config": {

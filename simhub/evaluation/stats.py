@@ -9,7 +9,7 @@ or permutes whole dialogues ("clusters"), never single turns.
 Conventions shared by every function:
 
 * ``values`` are per-item metric values in the order of ``clusters``; ``None`` and NaN mean "the
-  metric does not apply to this item" (SPEC §3) and are left out of means.
+  metric does not apply to this item" (docs/protocol.md §3) and are left out of means.
 * ``clusters`` gives, for every item, the id of its dialogue (any hashable). Clusters are numbered in
   order of first appearance, and that numbering is what the random draws index into.
 * Randomness comes only from ``numpy.random.default_rng(seed)``. The resampled clusters depend only
@@ -100,7 +100,7 @@ class BootstrapCI:
 class MeanCI:
     """The mean of a metric over its non-null items, as a report shows it, with a cluster interval.
 
-    ``mean`` and ``std`` (population std, ddof=0, as SPEC §3's "mean ± std" and numpy's default) are
+    ``mean`` and ``std`` (population std, ddof=0, as the "mean ± std" of docs/protocol.md §3 and numpy's default) are
     over the ``n`` non-null items; both are None when ``n`` is 0. ``n_clusters`` counts every cluster
     in the input, also those whose items are all null: they are resampled too, which is what keeps
     the resamples common to all metrics.

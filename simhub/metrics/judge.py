@@ -1,4 +1,4 @@
-"""``correctness`` and ``errors``: one judge call per turn gives both (SPEC §3).
+"""``correctness`` and ``errors``: one judge call per turn gives both (docs/protocol.md §3).
 
 The judge answers ``correct``, ``incorrect`` or ``na``, adding ``same error`` or
 ``different error`` when both turns are incorrect. Scoring follows the reference's table:

@@ -1,4 +1,4 @@
-"""The ``knowledge`` metric: knowledge-acquisition similarity from an LLM knowledge tracer (SPEC §3).
+"""The ``knowledge`` metric: knowledge-acquisition similarity from an LLM knowledge tracer (docs/protocol.md §3).
 
 An LLMKT model (Scarlatos et al. 2025) reads the dialogue so far and answers, for each knowledge
 component (KC), whether the student has mastered it; the KC's mastery is the softmax probability
@@ -27,13 +27,17 @@ followed by one question segment per KC. A 4-D additive attention mask lets the 
 causally to itself and each KC segment attend to the whole context and causally to itself, but
 never to another KC segment; position ids of every segment restart at ``len(context)``. Each
 segment therefore sees exactly what it would see if it were alone after the context, which is why
-the packed result equals running each KC separately. Prompts are tokenised as plain text (no chat
+the packed result equals running each KC separately.
+
+Precision. ``kt_dtype: bfloat16`` reproduces the reference, whose bf16 model takes the True/False
+softmax in bf16: each mastery is rounded to bf16 (:func:`round_to_bfloat16`). Prompts are tokenised as plain text (no chat
 template) with the BOS token first; the training code must build prompts with the same
 :func:`build_kt_prompt` / :func:`collate_packed` so that train and evaluation inputs agree.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -72,6 +76,7 @@ __all__ = [
     "quadratic_weighted_kappa",
     "quantile_cutoffs",
     "quantize",
+    "round_to_bfloat16",
     "save_cutoffs",
     "scores_from_details",
     "similarity",
@@ -136,17 +141,17 @@ def similarity(real_q: np.ndarray | Sequence[int], sim_q: np.ndarray | Sequence[
 
 
 def quadratic_weighted_kappa(a: np.ndarray | Sequence[int], b: np.ndarray | Sequence[int]) -> float:
-    """Quadratic-weighted Cohen's kappa of two ratings over the fixed categories 0..4.
+    """Quadratic-weighted Cohen's kappa of two ratings of bins 0..4, as the reference computes it.
 
-    Equals ``sklearn.metrics.cohen_kappa_score(a, b, weights="quadratic", labels=range(5))``.
-    The reference omits ``labels``, which makes sklearn weight by the rank among the categories
-    present; both agree whenever all five bins occur in ``a`` or ``b``, which is always the
-    case in paper mode (the real quantiles are mass-based, so each bin holds about a fifth).
+    The reference calls ``sklearn.metrics.cohen_kappa_score(a, b, weights="quadratic")`` without
+    ``labels`` (FIDELITY.md, knowledge QWK): the categories are the bins that occur in ``a`` or
+    ``b``, sorted, and the quadratic weight is the squared difference of their *ranks* among those,
+    not of the bin numbers. With all five bins present this is the kappa over 0..4; with a bin
+    missing from both ratings (which the set's own cutoffs do not prevent: a cutoff shared by two
+    quantiles leaves the bin between them empty) the ranks close up, and the value follows.
 
-    Degenerate inputs: no ratings → NaN (nothing to measure); identical ratings → 1.0 (perfect
-    agreement), including the case of a single category, where the chance-corrected formula is
-    0/0 and sklearn returns NaN. Whenever the ratings differ somewhere the expected disagreement
-    is positive, so no other case divides by zero.
+    Degenerate inputs: no ratings → NaN; a single category in both ratings → NaN, as sklearn gives
+    (the chance-corrected formula is 0/0).
     """
     x = np.asarray(a, dtype=np.int64).ravel()
     y = np.asarray(b, dtype=np.int64).ravel()
@@ -156,12 +161,15 @@ def quadratic_weighted_kappa(a: np.ndarray | Sequence[int], b: np.ndarray | Sequ
         return math.nan
     if ((x < 0) | (x >= NUM_BINS) | (y < 0) | (y >= NUM_BINS)).any():
         raise ValueError(f"ratings must be integers in 0..{NUM_BINS - 1}")
-    if np.array_equal(x, y):
-        return 1.0
-    observed = np.zeros((NUM_BINS, NUM_BINS), dtype=np.float64)
-    np.add.at(observed, (x, y), 1.0)
+    categories = np.union1d(x, y)
+    n = categories.size
+    if n < 2:
+        return math.nan
+    rx, ry = np.searchsorted(categories, x), np.searchsorted(categories, y)
+    observed = np.zeros((n, n), dtype=np.float64)
+    np.add.at(observed, (rx, ry), 1.0)
     expected = np.outer(observed.sum(axis=1), observed.sum(axis=0)) / x.size
-    idx = np.arange(NUM_BINS)
+    idx = np.arange(n)
     weights = (idx[:, None] - idx[None, :]) ** 2
     return float(1.0 - (weights * observed).sum() / (weights * expected).sum())
 
@@ -233,6 +241,14 @@ def load_cutoffs(path: str | os.PathLike[str]) -> np.ndarray:
 KTPrompt = PackedPrompt
 
 
+def round_to_bfloat16(values: np.ndarray | Sequence[float]) -> np.ndarray:
+    """``values`` rounded to the nearest bfloat16 (ties to even), as float64: what a softmax taken in
+    bf16 returns. Done on float32 bit patterns so that scoring does not need torch for it."""
+    bits = np.asarray(values, dtype=np.float32).ravel().view(np.uint32)
+    rounded = (bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) & np.uint32(0xFFFF0000)
+    return rounded.view(np.float32).astype(np.float64).reshape(np.shape(values))
+
+
 def true_false_ids(tokenizer) -> tuple[int, int]:
     """First token ids of ``" True"`` and ``" False"``; see :data:`TRUE_TEXT` for the choice of space."""
     t = tokenizer.encode(TRUE_TEXT, add_special_tokens=False)
@@ -278,8 +294,10 @@ class KnowledgeTracer:
     the context), exactly the layout training uses.
     """
 
-    def __init__(self, lm: LanguageModel, persona: str = "ocean"):
-        self.lm, self.persona = lm, persona
+    def __init__(self, lm: LanguageModel, persona: str = "ocean", dtype: str = "float32"):
+        if dtype not in ("float32", "bfloat16"):
+            raise ConfigError(f"knowledge tracer: kt_dtype {dtype!r} is not float32 or bfloat16", field="knowledge.kt_dtype")
+        self.lm, self.persona, self.dtype = lm, persona, dtype
         if getattr(lm, "can_pack", True) is False:
             # Flash kernels take no arbitrary mask; packing would silently let KCs see each other.
             raise ConfigError("knowledge tracer: the model's attention implementation cannot take a 4-D mask; "
@@ -321,6 +339,9 @@ class KnowledgeTracer:
             logp = self.lm.next_token_logprobs(seqs, [self.true_id, self.false_id])
             # Softmax over the two answers (the full-vocabulary normalisation cancels out).
             p_true = 1.0 / (1.0 + np.exp(logp[:, 1] - logp[:, 0]))
+            if self.dtype == "bfloat16":
+                # The reference's softmax runs on the bf16 model's logits and returns bf16.
+                p_true = round_to_bfloat16(p_true)
             for owner, value in zip(owners, p_true, strict=True):
                 out[owner].append(float(value))
         return [np.asarray(v, dtype=np.float64) for v in out]
@@ -515,7 +536,11 @@ class Knowledge(Metric):
 
     def load(self) -> KnowledgeTracer:
         if self._tracer is None:
-            self._tracer = KnowledgeTracer(load_lm(self.config.plain(), self.context.load), persona=self.config.persona)
+            options = self.context.load
+            if self.config.kt_dtype == "bfloat16":
+                options = dataclasses.replace(options, dtype="bfloat16")
+            self._tracer = KnowledgeTracer(load_lm(self.config.plain(), options), persona=self.config.persona,
+                                           dtype=self.config.kt_dtype)
         return self._tracer
 
     def stored_cutoffs(self) -> np.ndarray:

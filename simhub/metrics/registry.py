@@ -14,7 +14,7 @@ from importlib.metadata import entry_points
 from simhub.errors import ConfigError, UnknownNameError
 from simhub.metrics.base import Metric, Output
 
-#: The seven metrics of the paper, in the paper's order (SPEC §3). ``judge`` gives two outputs.
+#: The seven metrics of the paper, in the paper's order (docs/protocol.md §3). ``judge`` gives two outputs.
 _REGISTRY: dict[str, str] = {
     "acts": "simhub.metrics.acts:Acts",
     "judge": "simhub.metrics.judge:Judge",

@@ -1,7 +1,7 @@
 """``tutor_response``: how likely is the real next tutor turn after the simulated student turn?
 
 Score = exp(-mean token NLL) of the real tutor turn's tokens plus its end-of-turn token, given the
-history with the simulated turn in place of the real one, under the tutor model (SPEC §3). Prompt
+history with the simulated turn in place of the real one, under the tutor model (docs/protocol.md §3). Prompt
 tokens carry no loss. Null for the last turn (no tutor turn follows).
 """
 

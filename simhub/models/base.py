@@ -28,7 +28,7 @@ from simhub.errors import NotSupportedError
 #: A prompt: chat messages (``[{"role", "content"}]``), templated by the model, or token ids.
 Prompt = list[dict[str, str]] | list[int]
 
-#: SPEC §4: inference is greedy with at most 400 new tokens.
+#: docs/protocol.md §4: inference is greedy with at most 400 new tokens.
 DEFAULT_MAX_TOKENS = 400
 
 
@@ -38,6 +38,10 @@ class Sampling:
 
     temperature: float = 0.0
     top_p: float = 1.0
+    #: 0: no top-k cut. Passed to every local backend explicitly, because transformers' ``generate``
+    #: would otherwise take top_k=50 from the generation config; the reference samples with vLLM,
+    #: which has no top-k unless asked (FIDELITY.md, sampling). OpenAI-compatible endpoints take none.
+    top_k: int = 0
     max_tokens: int = DEFAULT_MAX_TOKENS
     n: int = 1
     seed: int | None = None

@@ -221,7 +221,8 @@ class TransformersLM(LanguageModel):
             ids, mask = left_pad(chunk, self.pad_id)
             width = ids.shape[1]
             options = {"do_sample": False} if sampling.greedy else {
-                "do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "num_return_sequences": n}
+                "do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k,
+                "num_return_sequences": n}
             recorder = _LogprobRecorder(sampling.logprobs) if sampling.logprobs is not None else None
             if recorder is not None:
                 options["logits_processor"] = [recorder]

@@ -117,7 +117,7 @@ def _params(sampling: Sampling, *, n: int | None = None, seed: int | None = None
 
     return SamplingParams(
         n=n if n is not None else (1 if sampling.greedy else sampling.n), temperature=sampling.temperature,
-        top_p=sampling.top_p, max_tokens=sampling.max_tokens, seed=seed if seed is not None else sampling.seed,
+        top_p=sampling.top_p, top_k=sampling.top_k, max_tokens=sampling.max_tokens, seed=seed if seed is not None else sampling.seed,
         stop=list(sampling.stop) or None, logprobs=sampling.logprobs,
     )
 

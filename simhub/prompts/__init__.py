@@ -1,7 +1,7 @@
 """Every text a model sees, in training and at inference, in one place.
 
 ``simhub prompt show`` prints what a model receives for a given turn. The wording is simhub's own;
-the structure follows the paper (SPEC §3-§5, §8).
+the structure follows the paper (docs/protocol.md §3-§5, §8).
 """
 
 from simhub.prompts.baselines import BASELINE_STYLES, baseline_messages, dialogue_text
@@ -16,11 +16,12 @@ from simhub.prompts.common import (
     persona_block,
 )
 from simhub.prompts.judge import judge_messages, realness_messages
-from simhub.prompts.kt import kt_context, kt_question
+from simhub.prompts.kt import KT_SYSTEM, kt_context, kt_context_body, kt_question
 
 __all__ = [
     "BASELINE_STYLES",
     "END_OF_DIALOGUE",
+    "KT_SYSTEM",
     "MAX_PROMPT_CHARS",
     "act_messages",
     "baseline_messages",
@@ -33,6 +34,7 @@ __all__ = [
     "is_student_prompt",
     "judge_messages",
     "kt_context",
+    "kt_context_body",
     "kt_question",
     "persona_block",
     "realness_messages",

@@ -1,4 +1,4 @@
-"""The paper's five prompted baselines (SPEC §5, §8), in simhub's own words.
+"""The paper's five prompted baselines (docs/protocol.md §5, §8), in simhub's own words.
 
 Each reads the dialogue as a numbered plain-text history and writes the next student turn:
 

@@ -1,10 +1,10 @@
 """Chat prompts of the fine-tuned generators: the student simulator and its mirror image, the tutor.
 
-Structure (SPEC §4): a short system prompt; a first user message holding the question (with the
+Structure (docs/protocol.md §4): a short system prompt; a first user message holding the question (with the
 annotated answer, solution and option explanations when known) and the other side's opening turn
 (or a note that there was none); then the remaining turns as chat, the model's own role as
 ``assistant`` and the other role as ``user``. In training, the end-of-dialogue marker is appended
-to the last turn so the model learns to stop. The fine-tuned students see no persona (SPEC §8);
+to the last turn so the model learns to stop. The fine-tuned students see no persona (docs/protocol.md §8);
 ``persona`` exists for experiments and the OCEAN/profile variants.
 """
 

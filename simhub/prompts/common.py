@@ -1,6 +1,6 @@
 """Pieces every prompt shares: the question block, the numbered history, persona and profile blocks.
 
-The wording is simhub's own; the structure follows the paper (SPEC §3-§5, §8).
+The wording is simhub's own; the structure follows the paper (docs/protocol.md §3-§5, §8).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from simhub.schema import OCEAN_TRAITS, OPTIONS, Dialogue, Turn
 
 #: Appended to the last turn of a training dialogue so that a simulator learns when to stop.
 END_OF_DIALOGUE = "[end of dialogue]"
-#: Prompts of this many characters or more are left out of training (SPEC §2 rule 8); measured on
+#: Prompts of this many characters or more are left out of training (docs/protocol.md §2 rule 8); measured on
 #: the chat-templated prompt string.
 MAX_PROMPT_CHARS = 6000
 

@@ -1,4 +1,4 @@
-"""The correctness/errors judge prompt (SPEC §3): one call gives both metrics.
+"""The correctness/errors judge prompt (docs/protocol.md §3): one call gives both metrics.
 
 The judge sees the question, the numbered history, the real next student turn with its
 correctness label, and the candidate. It is given the paper's definitions (correct: responds

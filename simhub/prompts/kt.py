@@ -1,4 +1,4 @@
-"""The LLMKT knowledge-tracing prompt (SPEC §3, §8).
+"""The LLMKT knowledge-tracing prompt (docs/protocol.md §3, §8).
 
 A shared context (instruction, OCEAN persona, question with its solution, the list of *all* the
 dialogue's knowledge components, the numbered history) is followed by one short question per KC;
@@ -19,14 +19,19 @@ KT_SYSTEM = (
 )
 
 
-def kt_context(dialogue: Dialogue, history: list[Turn], persona: str = "ocean") -> str:
-    parts = [KT_SYSTEM]
+def kt_context_body(dialogue: Dialogue, history: list[Turn], persona: str = "ocean") -> str:
+    """The context after the instruction (:data:`KT_SYSTEM`): persona, problem, KCs, history."""
+    parts = []
     if block := persona_block(dialogue, persona):
         parts.append(block)
     parts.append(f"Problem:\n{format_question(dialogue)}")
     parts.append(f"Knowledge components of this problem:\n{format_kc_list(dialogue.all_kcs)}")
     parts.append(f"Dialogue so far:\n{format_history(history)}")
-    return "\n\n".join(parts) + "\n\n"
+    return "\n\n".join(parts)
+
+
+def kt_context(dialogue: Dialogue, history: list[Turn], persona: str = "ocean") -> str:
+    return f"{KT_SYSTEM}\n\n{kt_context_body(dialogue, history, persona)}\n\n"
 
 
 def kt_question(kc: str) -> str:

@@ -1,4 +1,4 @@
-"""Knowledge cutoffs computed once on a reference split, for scoring one turn at a time (SPEC §3).
+"""Knowledge cutoffs computed once on a reference split, for scoring one turn at a time (docs/protocol.md §3).
 
 The paper bins knowledge deltas with cutoffs from the evaluated set itself; a service scoring one
 turn cannot, so ``simhub kt-cutoffs`` pools the real deltas of every student turn of a reference

@@ -49,7 +49,7 @@ class ScoreResult:
 
 
 def apply_candidate_rules(text: str, rules: CandidateRules) -> tuple[str, dict[str, Any]]:
-    """The candidate as scored (SPEC §8: end-of-dialogue marker removed, cut to ``max_chars``, not
+    """The candidate as scored (docs/protocol.md §8: end-of-dialogue marker removed, cut to ``max_chars``, not
     stripped) and what was done to it (empty when nothing)."""
     changed: dict[str, Any] = {}
     marker = remove_end_marker if rules.end_marker == "remove" else cut_end_marker

@@ -1,4 +1,4 @@
-"""Request and response bodies of the HTTP API (SPEC §7), as msgspec structs.
+"""Request and response bodies of the HTTP API (docs/protocol.md §7), as msgspec structs.
 
 Single-field constraints that never change live in the types (``msgspec.Meta``), so msgspec rejects
 them while decoding and names the path (``$.sampling.n``). The service's configurable limits

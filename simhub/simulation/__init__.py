@@ -2,6 +2,7 @@
 two reference simulators, behind one interface (:class:`Simulator`)."""
 
 from simhub.simulation.base import Candidate, SimulationResult, Simulator, Target, candidate_from_text
+from simhub.simulation.endpoint import with_icl_pool
 from simhub.simulation.reference import REFERENCE_SIMULATORS
 from simhub.simulation.registry import (
     BUILTIN_BASELINES,
@@ -21,4 +22,5 @@ __all__ = [
     "candidate_from_text",
     "load_options",
     "simulator_names",
+    "with_icl_pool",
 ]

@@ -1,7 +1,7 @@
 """The simulated-student interface: every kind of simulator answers the same two calls.
 
 A *target* is a real dialogue and the index of the student turn to simulate; the history is the
-real turns before it (teacher forcing, SPEC §1). :meth:`Simulator.simulate` answers a batch of
+real turns before it (teacher forcing, docs/protocol.md §1). :meth:`Simulator.simulate` answers a batch of
 targets at once (the CLI's batch runs); :meth:`Simulator.asimulate` does the same without blocking
 an event loop (the service). A simulator that fails on a target (an endpoint down after its
 retries) returns a result with ``error`` set instead of raising, so a long run completes and

@@ -1,5 +1,5 @@
 """Simulators behind any OpenAI-compatible chat endpoint: a user's own hosted model, or one of the
-paper's five prompted baselines (``baseline:zero-shot`` ... ``baseline:oracle``, SPEC §5, §8).
+paper's five prompted baselines (``baseline:zero-shot`` ... ``baseline:oracle``, docs/protocol.md §5, §8).
 
 Without ``baseline:`` the endpoint is prompted in simhub's student chat format (the format a model
 fine-tuned by simhub expects, e.g. a student served by another ``simhub serve`` or by vLLM). With
@@ -8,12 +8,16 @@ it, the baseline's prompt: the numbered plain-text history and the style's instr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
-from simhub.config import BaselinesConfig, SimulatorConfig, cache_dir
+from simhub.config import BaselinesConfig, Profile, SimulatorConfig, cache_dir
+from simhub.errors import ConfigError
 from simhub.models import Sampling
 from simhub.prompts import BASELINE_STYLES, baseline_messages, student_messages
 from simhub.schema import Dialogue
@@ -22,15 +26,45 @@ from simhub.simulation.base import SimulationResult, Simulator, Target, candidat
 BASELINE_PREFIX = "baseline:"
 
 
+def training_split_of(data: str | os.PathLike[str]) -> Path | None:
+    """The training split beside a split file: ``DIR/train.jsonl`` for ``DIR/test.jsonl`` (the layout
+    ``simhub data convert-eedi`` writes), or None when there is none."""
+    train = Path(data).parent / "train.jsonl"
+    return train if train.is_file() else None
+
+
+def with_icl_pool(profile: Profile, data: str | os.PathLike[str] | None) -> Profile:
+    """``profile`` with ``baselines.icl_pool`` defaulting to the training split of ``data``, the
+    split being evaluated (the reference retrieves ICL examples from the training split of the data
+    it evaluates; FIDELITY.md). A pool the profile names stays; without a training split the pool
+    stays unset, and the ICL baseline says so when it needs it."""
+    if profile.baselines.icl_pool or data is None or (train := training_split_of(data)) is None:
+        return profile
+    baselines = msgspec.structs.replace(profile.baselines, icl_pool=str(train))
+    return msgspec.structs.replace(profile, baselines=baselines)
+
+
 class IclRetriever:
     """For a dialogue, the pool dialogue whose free-text profile embedding is nearest (cosine),
-    never the dialogue itself; None when the dialogue has no profile."""
+    never the dialogue itself; None when the dialogue has no profile.
 
-    def __init__(self, pool: Sequence[Dialogue], embedder: str = "minilm"):
-        self.pool = [d for d in pool if d.profile]
+    ``pool`` may be a function returning the dialogues: it is called on first use, so that a
+    simulator can be built (listed, described) before its pool is known."""
+
+    def __init__(self, pool: Sequence[Dialogue] | Callable[[], Sequence[Dialogue]], embedder: str = "minilm"):
+        self._source = pool
+        self._pool: list[Dialogue] | None = None
         self.embedder_name = embedder
         self._vectors: np.ndarray | None = None
         self._cache: dict[str, Dialogue | None] = {}
+
+    @property
+    def pool(self) -> list[Dialogue]:
+        """The pool dialogues that have a profile (loaded on first use)."""
+        if self._pool is None:
+            source = self._source() if callable(self._source) else self._source
+            self._pool = [d for d in source if d.profile]
+        return self._pool
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         from simhub.models.embeddings import load_embedder
@@ -40,7 +74,7 @@ class IclRetriever:
     def example(self, dialogue: Dialogue) -> Dialogue | None:
         if dialogue.id in self._cache:
             return self._cache[dialogue.id]
-        if not dialogue.profile or not self.pool:
+        if not self.pool or not dialogue.profile:  # the pool first: a missing one is an error, whatever the dialogue
             return None
         if self._vectors is None:
             self._vectors = self._embed([d.profile or "" for d in self.pool])
@@ -120,6 +154,9 @@ class EndpointSimulator(Simulator):
         from simhub.models.endpoints import chat_payload
 
         s = sampling or self.default_sampling
+        if s.top_k:
+            raise ConfigError(f"sampling: {self.id} is an OpenAI-compatible endpoint, which takes no top_k "
+                              f"(asked for {s.top_k})", field="sampling.top_k")
         temperature = s.temperature if sampling is not None else self.config.temperature
         return chat_payload(self.config.model, self.messages(target), temperature=temperature,
                             top_p=s.top_p if s.top_p != 1.0 else None, max_tokens=s.max_tokens,

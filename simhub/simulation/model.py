@@ -1,7 +1,7 @@
 """Simulators backed by our own models: a base plus an optional LoRA adapter, on transformers or vLLM.
 
-Prompts are the student chat format the SFT/DPO students are trained on (SPEC §4), with no
-persona unless the simulator's ``persona`` says otherwise (SPEC §8). Generation stops at the
+Prompts are the student chat format the SFT/DPO students are trained on (docs/protocol.md §4), with no
+persona unless the simulator's ``persona`` says otherwise (docs/protocol.md §8). Generation stops at the
 end-of-dialogue marker, which sets ``end_of_dialogue``.
 """
 

@@ -4,7 +4,7 @@ baselines (``baseline:STYLE``) and the two reference simulators (``reference:...
 from __future__ import annotations
 
 from simhub.config import Profile
-from simhub.errors import UnknownNameError
+from simhub.errors import ConfigError, UnknownNameError
 from simhub.models import LoadOptions
 from simhub.prompts import BASELINE_STYLES
 from simhub.schema import Dialogue
@@ -33,15 +33,17 @@ def load_options(profile: Profile, *, asynchronous: bool = False, backend: str |
 
 
 def icl_pool(profile: Profile) -> list[Dialogue]:
-    """The dialogues the ICL baseline retrieves examples from (``baselines.icl_pool``, else the sample
-    corpus's training split)."""
-    if profile.baselines.icl_pool:
-        from simhub.schema import read_jsonl
+    """The dialogues the ICL baseline retrieves examples from: ``baselines.icl_pool``, which the
+    commands that read ``--data`` default to that data's training split
+    (:func:`~simhub.simulation.endpoint.with_icl_pool`). No pool is a ConfigError, never a silent
+    stand-in: examples from other dialogues would change the baseline's numbers."""
+    if not profile.baselines.icl_pool:
+        raise ConfigError("baseline:icl: no training dialogues to retrieve examples from: evaluate a split file "
+                          "with train.jsonl beside it (as `simhub data convert-eedi` writes them), or set "
+                          "baselines.icl_pool to the training split (JSONL)", field="baselines.icl_pool")
+    from simhub.schema import read_jsonl
 
-        return read_jsonl(profile.baselines.icl_pool)
-    from simhub.data.sample import load_sample_corpus
-
-    return list(load_sample_corpus()["train"])
+    return read_jsonl(profile.baselines.icl_pool)
 
 
 def build_simulator(name: str, profile: Profile, options: LoadOptions | None = None, *,
@@ -62,7 +64,7 @@ def build_simulator(name: str, profile: Profile, options: LoadOptions | None = N
         config = baseline_config(name.removeprefix(BASELINE_PREFIX), profile.baselines)
     if config is None:
         raise UnknownNameError("simulator", name, simulator_names(profile), field="simulator")
-    retriever = IclRetriever(icl_pool(profile), profile.baselines.embedder) if config.baseline == "icl" else None
+    retriever = IclRetriever(lambda: icl_pool(profile), profile.baselines.embedder) if config.baseline == "icl" else None
     if config.kind == "model":
         if force_backend:
             import msgspec

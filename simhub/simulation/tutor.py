@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from simhub.config import Profile, TutorConfig, cache_dir
-from simhub.errors import UnknownNameError
+from simhub.errors import ConfigError, UnknownNameError
 from simhub.models import LanguageModel, LoadOptions, Sampling, load_lm
 from simhub.prompts import END_OF_DIALOGUE, format_history, format_question, tutor_messages
 from simhub.schema import Dialogue
@@ -153,7 +153,11 @@ class EndpointTutor(Tutor):
         if self._client is None:
             self._client = client_for(self.config.endpoint, self.config.model, kind="tutor", field=self._field,
                                       default_cache=cache_dir("tutor"))
+        if sampling.top_k:
+            raise ConfigError(f"sampling: tutor {self.id} is an OpenAI-compatible endpoint, which takes no top_k",
+                              field="sampling.top_k")
         payloads = [chat_payload(self.config.model, endpoint_messages(r, self.mirror), temperature=sampling.temperature,
+                                 top_p=sampling.top_p if sampling.top_p != 1.0 else None,
                                  max_tokens=self.config.max_tokens or sampling.max_tokens, seed=sampling.seed)
                     for r in requests]
         out = []

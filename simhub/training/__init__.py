@@ -1,4 +1,4 @@
-"""Training every model of the paper (SPEC §4): one trainer per method, one recipe kind each.
+"""Training every model of the paper (docs/protocol.md §4): one trainer per method, one recipe kind each.
 
 ``train(recipe, output_dir)`` looks the recipe's kind up in :data:`TRAINERS`; DPO (offline RL) has
 its own pipeline, :func:`simhub.training.dpo.run_dpo`, which needs the reward profile.

@@ -1,7 +1,7 @@
 """Training recipes: one typed, documented dataclass read from YAML, with ``--set key=value`` overrides.
 
 A recipe says *what* to train (``kind``, ``base_model``, ``data``) and *how* (the paper's
-hyperparameters, SPEC §4). Every field carries its help text in ``metadata``; this docstring
+hyperparameters, docs/protocol.md §4). Every field carries its help text in ``metadata``; this docstring
 groups them by concern.
 
 Model and data
@@ -17,7 +17,7 @@ LoRA
     ``lora_r`` 32, ``lora_alpha`` 64, ``lora_dropout`` 0.05, ``use_rslora`` on
     ``lora_target_modules`` ``all-linear``.
 DPO (``kind: student-dpo``, section ``dpo:``)
-    the offline RL pipeline of SPEC §4, see :class:`DPOSettings`.
+    the offline RL pipeline of docs/protocol.md §4, see :class:`DPOSettings`.
 
 Loading is two steps: :func:`load_recipe` parses and type-checks (no I/O beyond the YAML file,
 so every shipped recipe parses in CI), :func:`check_resources` verifies that the data files and
@@ -54,7 +54,7 @@ def _f(default: Any, help: str, **kw) -> Any:
 
 @dataclass
 class DPOSettings:
-    """The offline RL (DPO) pipeline: generate → score → pairs → train (SPEC §4)."""
+    """The offline RL (DPO) pipeline: generate → score → pairs → train (docs/protocol.md §4)."""
 
     sft_adapter: str | None = _f(None, "folder (or Hub id) of the SFT student adapter: sampling policy, "
                                        "initial policy and frozen reference")
@@ -64,14 +64,23 @@ class DPOSettings:
     num_candidates: int = _f(4, "candidates sampled per student turn (before deduplication)")
     temperature: float = _f(1.0, "sampling temperature")
     top_p: float = _f(0.95, "nucleus sampling top-p")
+    top_k: int = _f(0, "top-k sampling cut (0: none, as the reference's vLLM sampling)")
     max_new_tokens: int = _f(400, "maximum new tokens per candidate")
     generation_batch_size: int = _f(8, "prompts per generation batch")
     backend: str = _f("transformers", "generation backend: transformers or vllm")
     scoring_profile: str = _f("paper-8b", "simhub profile (name or path) whose metric models give the rewards")
     reward_metrics: list[str] | None = _f(None, "metrics averaged into the reward (default: every configured "  # noqa: RUF009
                                                 "metric except rouge_l, as in the paper)")
+    reward_norm_level: Literal["none", "group", "dataset"] = _f(
+        "none", "normalise each reward metric before averaging: none (the paper), group (z-score over a turn's "
+                "candidates; all equal: 0) or dataset (z-score over the split's candidates), as the reference's option")
+    square_rewards: bool = _f(False, "square each (normalised) reward metric before averaging (the reference's "
+                                     "option; a null stays null)")
+    pair_strategy: Literal["max_delta", "each_wins"] = _f(
+        "max_delta", "max_delta: every pair with a gap above epsilon, the widest max_pairs_per_turn kept (the paper); "
+                     "each_wins: each candidate is chosen once, against a random one it beats by more than epsilon")
     epsilon: float = _f(0.1, "minimum reward gap for a preference pair")
-    max_pairs_per_turn: int = _f(6, "keep at most this many widest-gap pairs per turn")
+    max_pairs_per_turn: int = _f(6, "keep at most this many widest-gap pairs per turn (max_delta)")
     skip_turns: int = _f(5, "turns with an index below this are not paired (first turns of each dialogue)")
     beta: float = _f(0.1, "DPO beta")
     max_prompt_length: int | None = _f(512, "keep the last this many prompt tokens (trl's truncation in the paper)")
@@ -94,8 +103,9 @@ class TrainRecipe:
     persona: Literal["none", "ocean", "profile"] = _f(
         "none", "what student prompts say about the student: none (the paper's fine-tuned students), the OCEAN "
                 "persona, or the free-text profile (the Oracle's leak); the KT model reads the OCEAN persona")
-    max_prompt_chars: int = _f(MAX_PROMPT_CHARS, "examples whose prompt text has this many characters or "
-                                                 "more are left out (SPEC §2 rule 8)")
+    max_prompt_chars: int = _f(MAX_PROMPT_CHARS, "examples whose chat-templated prompt has this many "
+                                                 "characters or more are left out; the classifiers leave out "
+                                                 "only longer ones (FIDELITY.md, §2 rule 8)")
     max_train_dialogues: int | None = _f(None, "use at most this many training dialogues (smoke runs)")
     max_eval_dialogues: int | None = _f(None, "use at most this many validation dialogues (smoke runs)")
     # optimisation

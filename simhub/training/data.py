@@ -137,8 +137,15 @@ def chat_conversations(kind: str, dialogue: Dialogue, persona: str = "none") -> 
     raise ConfigError(f"kind {kind!r} has no chat examples")
 
 
+def too_long(kind: str, chars: int, max_prompt_chars: int) -> bool:
+    """The reference's length filter (FIDELITY.md, §2 rule 8): the classifiers (acts, correctness, and
+    simhub's judge with them) leave out prompts *longer* than the limit, the generators, KT and DPO
+    prompts *of* the limit or longer."""
+    return chars > max_prompt_chars if kind in CLASS_LABELS else chars >= max_prompt_chars
+
+
 def prompt_chars(tokenizer, kind: str, messages: list[dict]) -> int:
-    """Length of the chat-templated prompt string, as the reference measures it (SPEC §2 rule 8, §8):
+    """Length of the chat-templated prompt string, as the reference measures it (docs/protocol.md §2 rule 8, §8):
     a generator's prompt is the whole templated dialogue; a classifier's, the messages before the
     label with the generation prompt."""
     if kind in ("student-sft", "tutor-sft"):
@@ -149,8 +156,8 @@ def prompt_chars(tokenizer, kind: str, messages: list[dict]) -> int:
 def build_chat_examples(tokenizer, kind: str, dialogues: Sequence[Dialogue], max_prompt_chars: int,
                         persona: str = "none", *, judge_candidates: int = JUDGE_CANDIDATES,
                         judge_tutor_candidates: int = 0, seed: int = 0) -> Examples:
-    """Tokenised chat examples; prompts of ``max_prompt_chars`` characters or more (chat-templated)
-    are left out. ``judge_candidates``, ``judge_tutor_candidates`` and ``seed`` choose the judge's
+    """Tokenised chat examples; chat-templated prompts over the length limit are left out
+    (:func:`too_long`). ``judge_candidates``, ``judge_tutor_candidates`` and ``seed`` choose the judge's
     candidates (kind ``judge``, :func:`judge_cases`); judge examples carry their case's ``source``."""
     out = Examples(items=[])
     sources: list[str | None]
@@ -161,7 +168,7 @@ def build_chat_examples(tokenizer, kind: str, dialogues: Sequence[Dialogue], max
         conversations = [m for dialogue in dialogues for m in chat_conversations(kind, dialogue, persona)]
         sources = [None] * len(conversations)
     for messages, source in zip(conversations, sources, strict=True):
-        if prompt_chars(tokenizer, kind, messages) >= max_prompt_chars:
+        if too_long(kind, prompt_chars(tokenizer, kind, messages), max_prompt_chars):
             out.excluded_long += 1
             continue
         example = chat_example(tokenizer, messages)
@@ -317,7 +324,7 @@ def judge_cases(dialogues: Sequence[Dialogue], candidates: int = JUDGE_CANDIDATE
 def kt_samples(dialogue: Dialogue) -> list[tuple[list, list[str], float]]:
     """``(history, kcs, label)`` per tutor turn with KCs followed by a student turn judged correct/incorrect.
 
-    The history stops before the tutor turn, i.e. at the previous student turn (SPEC §3); the KCs
+    The history stops before the tutor turn, i.e. at the previous student turn (docs/protocol.md §3); the KCs
     are those labelled on the tutor turn; the label is 1.0 when the next student turn is correct.
     """
     out = []
@@ -332,17 +339,34 @@ def kt_samples(dialogue: Dialogue) -> list[tuple[list, list[str], float]]:
     return out
 
 
+def kt_prompt_chars(tokenizer, dialogue: Dialogue, history: list[Turn], kcs: Sequence[str],
+                    persona: str = "ocean") -> int:
+    """Length of a packed KT prompt laid out as the reference measures it (FIDELITY.md, §2 rule 8):
+    the chat-templated instruction (system) and context (user), then per KC a space and the
+    templated KC turn from its text on (the question, the end of the user turn and the empty
+    assistant header that precedes the answer). simhub's model reads the same texts as plain text
+    (FIDELITY.md, KT prompt layout); the filter still counts the template, so that it leaves out the
+    examples the reference leaves out."""
+    from simhub.prompts import KT_SYSTEM, kt_context_body, kt_question
+
+    head = _render(tokenizer, [{"role": "system", "content": KT_SYSTEM},
+                               {"role": "user", "content": kt_context_body(dialogue, history, persona)}])
+    marker = "\x00"
+    turn = _render(tokenizer, [{"role": "user", "content": marker}, {"role": "assistant", "content": "\n"}])
+    tail = turn[turn.index(marker) + len(marker):]
+    return len(head) + sum(1 + len(kt_question(kc)) + len(tail) for kc in kcs)
+
+
 def build_kt_examples(tokenizer, dialogues: Sequence[Dialogue], max_prompt_chars: int, persona: str = "ocean") -> Examples:
     """Packed KT examples: the context lists all of the dialogue's KCs (as at evaluation); the
-    questions ask about the tutor turn's labelled KCs."""
+    questions ask about the tutor turn's labelled KCs. Prompts of ``max_prompt_chars`` characters
+    or more, measured by :func:`kt_prompt_chars`, are left out."""
     from simhub.metrics.knowledge import build_kt_prompt
-    from simhub.prompts import kt_context, kt_question
 
     out = Examples(items=[])
     for dialogue in dialogues:
         for history, kcs, label in kt_samples(dialogue):
-            chars = len(kt_context(dialogue, history, persona=persona)) + sum(len(kt_question(k)) for k in kcs)
-            if chars >= max_prompt_chars:
+            if too_long("kt", kt_prompt_chars(tokenizer, dialogue, history, kcs, persona), max_prompt_chars):
                 out.excluded_long += 1
                 continue
             prompt = build_kt_prompt(tokenizer, dialogue, history, kcs, persona=persona)

@@ -1,27 +1,29 @@
-"""Offline RL for the student simulator (SPEC §4, §8): generate → score → pairs → train.
+"""Offline RL for the student simulator (docs/protocol.md §4, §8): generate → score → pairs → train.
 
-Data, as the reference draws it: candidates are sampled on the first ``int(subsample·n)``
-dialogues of the (already shuffled) training split, and validation pairs come from the first
-``int(subsample·n)`` of the validation split; turns with an index below ``skip_turns`` and turns
-whose chat-templated prompt has 6,000 characters or more are skipped. Sampling goes through the
+Data, as the reference draws it: candidates are sampled for every student turn of the first
+``int(subsample·n)`` dialogues of the (already shuffled) training split, and of the first
+``int(subsample·n)`` of the validation split, and all of them are scored (so the knowledge
+reward's cutoffs pool every turn); blank candidates and candidates that end the dialogue (kept
+with the end-of-dialogue marker) count like the others. Only pairing leaves out turns with an
+index below ``skip_turns`` and turns whose chat-templated prompt has 6,000 characters or more. Sampling goes through the
 simulators (:class:`~simhub.simulation.ModelSimulator` with the SFT adapter), scoring through the
-Scorer with the evaluated set's own knowledge cutoffs, and DPO truncates as the paper's trl did:
-the prompt keeps its last ``max_prompt_length`` tokens when prompt plus completion exceeds
-``max_length``, then completions are cut.
+Scorer with the evaluated set's own knowledge cutoffs, and DPO truncates as the reference's trl
+(0.22.2) did: every prompt keeps its last ``max_prompt_length`` tokens, then each of prompt + chosen
+and prompt + rejected keeps its last ``max_length`` tokens (:func:`truncate_sequence`).
 
 Each stage writes one artifact into the output folder, atomically, and a rerun starts at the first
 stage whose artifact is missing:
 
-==========  ====================  ======================================================================
+==========  ====================  ==================================================================================
 stage       artifact              content (one JSON object per line)
-==========  ====================  ======================================================================
-generate    ``candidates.jsonl``  ``{split, dialogue_id, turn_index, candidates: [text, ...]}``
-score       ``scores.jsonl``      ``{split, dialogue_id, turn_index, candidates: [{text, scores, reward}]}``
+==========  ====================  ==================================================================================
+generate    ``candidates.jsonl``  ``{split, dialogue_id, turn_index, long_prompt, candidates: [text, ...]}``
+score       ``scores.jsonl``      ``{split, dialogue_id, turn_index, long_prompt, candidates: [{text, scores, reward}]}``
 pairs       ``pairs.jsonl``       ``{split, dialogue_id, turn_index, chosen, rejected, gap}``
 train       ``eval_results.json`` the DPO adapter, ``training_config.json`` and the results
-==========  ====================  ======================================================================
+==========  ====================  ==================================================================================
 
-Pairing (:func:`make_pairs`) and truncation (:func:`truncate_pair`) are pure functions.
+Pairing (:func:`make_pairs`) and truncation (:func:`truncate_sequence`) are pure functions.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import random
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -62,29 +66,90 @@ def mean_reward(scores: dict[str, float | None], metrics: Sequence[str]) -> floa
     return sum(values) / len(values) if values else None
 
 
+def turn_rewards(turns: Sequence[dict], metrics: Sequence[str], norm_level: str = "none",
+                 square: bool = False) -> list[list[float | None]]:
+    """Each candidate's reward, turn by turn, from its per-metric ``scores`` (the reference's
+    aggregation; FIDELITY.md, DPO options).
+
+    ``norm_level``: ``none`` keeps the scores; ``group`` z-scores each metric over the turn's
+    candidates (population std; a metric whose non-null scores are all equal, or absent, becomes 0
+    for every candidate, null ones included, as in the reference); ``dataset`` z-scores each metric
+    with the mean and std of all its non-null scores in ``turns``. ``square`` then squares each value
+    (a null stays null). The reward is the mean of the non-null values; None if all are null.
+    """
+    def column(turn: dict, metric: str) -> list[float | None]:
+        return [(c.get("scores") or {}).get(metric) for c in turn["candidates"]]
+
+    stats: dict[str, tuple[float, float]] = {}
+    if norm_level == "dataset":
+        for m in metrics:
+            values = [v for t in turns for v in column(t, m) if v is not None]
+            mean = sum(values) / len(values) if values else 0.0
+            std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) if values else 0.0
+            stats[m] = (mean, std)
+    elif norm_level not in ("none", "group"):
+        raise ConfigError(f"dpo.reward_norm_level: {norm_level!r} is not none, group or dataset",
+                          field="dpo.reward_norm_level")
+    out = []
+    for turn in turns:
+        columns = []
+        for m in metrics:
+            values = column(turn, m)
+            if norm_level == "group":
+                present = [v for v in values if v is not None]
+                mean = sum(present) / len(present) if present else 0.0
+                std = math.sqrt(sum((v - mean) ** 2 for v in present) / len(present)) if present else 0.0
+                values = [None if v is None else (v - mean) / std for v in values] if std else [0.0] * len(values)
+            elif norm_level == "dataset":
+                mean, std = stats[m]
+                values = [None if v is None else ((v - mean) / std if std else 0.0) for v in values]
+            if square:
+                values = [None if v is None else v * v for v in values]
+            columns.append(values)
+        rewards = []
+        for c in range(len(turn["candidates"])):
+            present = [col[c] for col in columns if col[c] is not None]
+            rewards.append(sum(present) / len(present) if present else None)
+        out.append(rewards)
+    return out
+
+
 def make_pairs(turns: Sequence[dict], epsilon: float = 0.1, max_pairs_per_turn: int = 6,
-               skip_turns: int = 5) -> list[dict]:
+               skip_turns: int = 5, strategy: str = "max_delta", rng: random.Random | None = None) -> list[dict]:
     """Preference pairs from scored turns.
 
-    ``turns``: ``{dialogue_id, turn_index, candidates: [{text, reward}]}``. Turns with
-    ``turn_index < skip_turns`` are skipped; within a turn every two candidates with rewards
-    whose gap is strictly greater than ``epsilon`` form a pair (the higher reward is chosen),
-    candidates with a null reward or the same text are never paired, and the
-    ``max_pairs_per_turn`` widest gaps are kept (ties in candidate order).
+    ``turns``: ``{dialogue_id, turn_index, long_prompt?, candidates: [{text, reward}]}``. Turns
+    with ``turn_index < skip_turns`` or a ``long_prompt`` are skipped; candidates with a null reward or the same text are
+    never paired, and a pair needs a reward gap strictly greater than ``epsilon`` (the higher
+    reward is chosen). ``max_delta`` (the paper): every such pair, the ``max_pairs_per_turn``
+    widest gaps kept (ties in candidate order). ``each_wins``: each candidate in turn is chosen
+    once, against one of those it beats drawn with ``rng`` (seeded by the caller), no limit.
     """
+    if strategy not in ("max_delta", "each_wins"):
+        raise ConfigError(f"dpo.pair_strategy: {strategy!r} is not max_delta or each_wins", field="dpo.pair_strategy")
+    rng = rng or random.Random(0)
     pairs = []
     for turn in turns:
-        if turn["turn_index"] < skip_turns:
+        if turn["turn_index"] < skip_turns or turn.get("long_prompt"):
             continue
         cands = [c for c in turn["candidates"] if c.get("reward") is not None]
         found = []
-        for (i, a), (j, b) in itertools.combinations(enumerate(cands), 2):
-            gap = abs(a["reward"] - b["reward"])
-            if gap > epsilon and a["text"] != b["text"]:
-                chosen, rejected = (a, b) if a["reward"] > b["reward"] else (b, a)
-                found.append((-gap, i, j, chosen, rejected))
-        found.sort(key=lambda x: x[:3])
-        for neg_gap, _, _, chosen, rejected in found[:max_pairs_per_turn]:
+        if strategy == "max_delta":
+            for (i, a), (j, b) in itertools.combinations(enumerate(cands), 2):
+                gap = abs(a["reward"] - b["reward"])
+                if gap > epsilon and a["text"] != b["text"]:
+                    chosen, rejected = (a, b) if a["reward"] > b["reward"] else (b, a)
+                    found.append((-gap, i, j, chosen, rejected))
+            found.sort(key=lambda x: x[:3])
+            found = found[:max_pairs_per_turn]
+        else:
+            for i, a in enumerate(cands):
+                beaten = [(a["reward"] - b["reward"], j, b) for j, b in enumerate(cands)
+                          if j != i and a["reward"] - b["reward"] > epsilon and a["text"] != b["text"]]
+                if beaten:
+                    gap, j, b = beaten[rng.randrange(len(beaten))]
+                    found.append((-gap, i, j, a, b))
+        for neg_gap, _, _, chosen, rejected in found:
             pairs.append({"dialogue_id": turn["dialogue_id"], "turn_index": turn["turn_index"],
                           "chosen": chosen["text"], "rejected": rejected["text"], "gap": -neg_gap,
                           "chosen_reward": chosen["reward"], "rejected_reward": rejected["reward"]})
@@ -92,28 +157,31 @@ def make_pairs(turns: Sequence[dict], epsilon: float = 0.1, max_pairs_per_turn: 
 
 
 def dedup(texts: Sequence[str]) -> list[str]:
-    """Distinct non-empty candidates in first-seen order."""
-    seen: dict[str, None] = {}
-    for t in texts:
-        if t.strip() and t not in seen:
-            seen[t] = None
-    return list(seen)
+    """Distinct candidates in first-seen order; a blank one is a candidate like any other (the
+    reference keeps it and scores it)."""
+    return list(dict.fromkeys(texts))
 
 
-def truncate_pair(prompt: list[int], chosen: list[int], rejected: list[int], max_prompt_length: int | None,
-                  max_length: int | None) -> tuple[list[int], list[int], list[int]]:
-    """The paper's trl truncation: when prompt plus the longer completion exceeds ``max_length``, the
-    prompt keeps its last ``max_prompt_length`` tokens; if that is still too long, both completions
-    keep their first ``max_length - max_prompt_length`` tokens."""
-    if max_length is None:
-        return prompt, chosen, rejected
-    longer = max(len(chosen), len(rejected))
-    if max_prompt_length is not None and len(prompt) + longer > max_length:
-        prompt = prompt[-max_prompt_length:]
-    if len(prompt) + longer > max_length:
-        keep = max_length - (max_prompt_length if max_prompt_length is not None else len(prompt))
-        chosen, rejected = chosen[:keep], rejected[:keep]
-    return prompt, chosen, rejected
+def truncate_sequence(prompt: list[int], completion: list[int], max_prompt_length: int | None,
+                      max_length: int | None) -> tuple[list[int], list[int]]:
+    """trl 0.22.2's DPO truncation of one sequence (the reference's pinned trl; FIDELITY.md).
+
+    The prompt always keeps its last ``max_prompt_length`` tokens, whatever the completion's length;
+    then, if prompt plus completion is longer than ``max_length``, the sequence keeps its last
+    ``max_length`` tokens (trl's default ``truncation_mode="keep_end"``), so a long completion stays
+    whole and eats into the prompt from the left. Chosen and rejected are cut separately, so one
+    pair's two sequences can keep different amounts of prompt. Returns the kept prompt and completion.
+    """
+    if max_prompt_length is not None:
+        prompt = prompt[-max_prompt_length:] if max_prompt_length > 0 else []
+    if max_length is not None and len(prompt) + len(completion) > max_length:
+        drop = len(prompt) + len(completion) - max_length
+        prompt, completion = prompt[drop:], completion[max(0, drop - len(prompt)):]
+    return prompt, completion
+
+
+DPO_TRUNCATION_MODE = "keep_end"
+"""trl's ``truncation_mode`` that, after the prompt cut, finishes :func:`truncate_sequence`'s rule."""
 
 
 # ---------------------------------------------------------------------------------- stages
@@ -165,22 +233,23 @@ class Context:
         return ModelSimulator("dpo-policy", config, options)
 
 
-def generation_targets(ctx: Context, split: str, simulator) -> tuple[list, int]:
-    """Targets to sample for in ``split``, and how many turns were skipped for a long prompt."""
+def generation_targets(ctx: Context, split: str, simulator) -> tuple[list, list[bool]]:
+    """Every student turn of ``split``'s DPO dialogues, and whether its chat-templated prompt is too
+    long to pair (``max_prompt_chars`` or more, as the reference measures it)."""
     from simhub.simulation import Target
 
-    dpo, limit = ctx.recipe.dpo, ctx.recipe.max_prompt_chars
-    targets, long = [], 0
-    for d in ctx.dialogues(split):
-        for i in d.student_turn_indices():
-            if i < dpo.skip_turns:
-                continue
-            target = Target(d, i)
-            if len(simulator.prompt_text(target)) >= limit:
-                long += 1
-                continue
-            targets.append(target)
-    return targets, long
+    limit = ctx.recipe.max_prompt_chars
+    targets = [Target(d, i) for d in ctx.dialogues(split) for i in d.student_turn_indices()]
+    return targets, [len(simulator.prompt_text(t)) >= limit for t in targets]
+
+
+def candidate_text(candidate) -> str:
+    """A sampled candidate as the reference keeps it: the text with its end-of-dialogue marker, so
+    that a pair can prefer (or not) ending the dialogue. Scoring removes the marker (the candidate
+    rules)."""
+    from simhub.prompts import END_OF_DIALOGUE
+
+    return candidate.text + END_OF_DIALOGUE if candidate.end_of_dialogue else candidate.text
 
 
 def stage_generate(ctx: Context) -> list[dict]:
@@ -192,15 +261,15 @@ def stage_generate(ctx: Context) -> list[dict]:
     for split in DPO_SPLITS:
         targets, long = generation_targets(ctx, split, simulator)
         _log(f"generate {split}: {len(targets)} student turns × {dpo.num_candidates} candidates ({dpo.backend}); "
-             f"{long} turns skipped for prompts of {recipe.max_prompt_chars}+ characters")
-        sampling = Sampling(temperature=dpo.temperature, top_p=dpo.top_p, max_tokens=dpo.max_new_tokens,
+             f"{sum(long)} with prompts of {recipe.max_prompt_chars}+ characters, scored but not paired")
+        sampling = Sampling(temperature=dpo.temperature, top_p=dpo.top_p, top_k=dpo.top_k, max_tokens=dpo.max_new_tokens,
                             n=dpo.num_candidates, seed=recipe.seed)
         results = simulator.simulate(targets, sampling, progress=True)
-        records += [{"split": split, "dialogue_id": t.dialogue.id, "turn_index": t.turn_index,
-                     "candidates": dedup([c.text for c in r.candidates])} for t, r in zip(targets, results, strict=True)]
+        records += [{"split": split, "dialogue_id": t.dialogue.id, "turn_index": t.turn_index, "long_prompt": too_long,
+                     "candidates": dedup([candidate_text(c) for c in r.candidates])}
+                    for t, r, too_long in zip(targets, results, long, strict=True)]
     if not any(r["split"] == "train" for r in records):
-        raise ConfigError("dpo: no student turns to sample (subsample too small or all turns skipped)",
-                          field="dpo.subsample")
+        raise ConfigError("dpo: no student turns to sample (subsample too small)", field="dpo.subsample")
     return records
 
 
@@ -224,7 +293,7 @@ def stage_score(ctx: Context) -> list[dict]:
     records = list(iter_jsonl(ctx.path("generate"), type=dict))
     scorer = Scorer.from_profile(ctx.profile, mode="benchmark")
     metrics = reward_metrics(ctx, scorer.metrics)
-    out = [{**{k: rec[k] for k in ("split", "dialogue_id", "turn_index")},
+    out = [{**{k: rec[k] for k in ("split", "dialogue_id", "turn_index")}, "long_prompt": rec.get("long_prompt", False),
             "candidates": [{"text": t} for t in rec["candidates"]]} for rec in records]
     for split in DPO_SPLITS:
         dialogues = ctx.by_id(split)
@@ -246,13 +315,23 @@ def stage_score(ctx: Context) -> list[dict]:
 
 
 def stage_pairs(ctx: Context) -> list[dict]:
+    """Pairs per split; with ``reward_norm_level`` or ``square_rewards`` the rewards are recomputed
+    from the stored per-metric scores first (the dataset statistics are the split's own)."""
     dpo = ctx.recipe.dpo
     scored = list(iter_jsonl(ctx.path("score"), type=dict))
+    rng = random.Random(ctx.recipe.seed)
     pairs = []
     for split in DPO_SPLITS:
-        found = make_pairs([s for s in scored if s["split"] == split], dpo.epsilon, dpo.max_pairs_per_turn, dpo.skip_turns)
+        turns = [s for s in scored if s["split"] == split]
+        if dpo.reward_norm_level != "none" or dpo.square_rewards:
+            metrics = list(dict.fromkeys(m for t in turns for c in t["candidates"] for m in c.get("scores") or {}))
+            for turn, rewards in zip(turns, turn_rewards(turns, metrics, dpo.reward_norm_level, dpo.square_rewards),
+                                     strict=True):
+                for candidate, reward in zip(turn["candidates"], rewards, strict=True):
+                    candidate["reward"] = reward
+        found = make_pairs(turns, dpo.epsilon, dpo.max_pairs_per_turn, dpo.skip_turns, dpo.pair_strategy, rng)
         pairs += [{"split": split, **p} for p in found]
-        _log(f"pairs {split}: {len(found)} preference pairs (gap > {dpo.epsilon})")
+        _log(f"pairs {split}: {len(found)} preference pairs ({dpo.pair_strategy}, gap > {dpo.epsilon})")
     return pairs
 
 
@@ -283,26 +362,27 @@ def stage_train(ctx: Context) -> dict:
     from datasets import Dataset
 
     class TruncatingDPOTrainer(DPOTrainer):
-        """trl's DPO with the paper's (older trl's) prompt-then-completion truncation."""
+        """trl's DPO with trl 0.22.2's truncation: the prompt cut here, the sequence cut by trl's
+        collator (``max_length`` with ``keep_end``, per sequence), as :func:`truncate_sequence` states."""
 
         def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
             dataset = super()._prepare_dataset(dataset, processing_class, args, dataset_name)
-
-            def cut(example):
-                p, c, r = truncate_pair(example["prompt_ids"], example["chosen_ids"], example["rejected_ids"],
-                                        dpo.max_prompt_length, dpo.max_length)
-                return {"prompt_ids": p, "chosen_ids": c, "rejected_ids": r}
-
-            return dataset.map(cut)
+            if dpo.max_prompt_length is None:
+                return dataset
+            return dataset.map(lambda example: {"prompt_ids": truncate_sequence(
+                example["prompt_ids"], [], dpo.max_prompt_length, None)[0]})
 
     set_seed(recipe.seed)
     tokenizer = load_tokenizer(ctx.sft_adapter, fallback=ctx.base_model)
     # The SFT adapter is trained further; trl copies it as the frozen "ref" adapter (the reference policy).
     model = PeftModel.from_pretrained(load_base(recipe, ctx.base_model), ctx.sft_adapter, is_trainable=True)
     checkpoint = last_checkpoint(out / "dpo", ctx.resume)
-    # trl's own truncation is off: truncate_pair has already applied the paper's.
-    args = training_arguments(recipe, out / "dpo", bool(eval_pairs), cls=DPOConfig, beta=dpo.beta,
-                              max_length=None, prediction_loss_only=True)
+    with warnings.catch_warnings():
+        # trl 1.x deprecates keep_end (for 2.0); the pinned 1.16 keeps it, and it is the reference's rule.
+        warnings.filterwarnings("ignore", message=".*'keep_end'.*", category=FutureWarning)
+        args = training_arguments(recipe, out / "dpo", bool(eval_pairs), cls=DPOConfig, beta=dpo.beta,
+                                  max_length=dpo.max_length, truncation_mode=DPO_TRUNCATION_MODE,
+                                  prediction_loss_only=True)
     trainer = TruncatingDPOTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows(train_pairs, "train")),
                                    eval_dataset=Dataset.from_list(rows(eval_pairs, "val")) if eval_pairs else None,
                                    processing_class=tokenizer)

@@ -1,6 +1,6 @@
 """LLMKT training: BCE of the mean P(True) over a tutor turn's KCs against the next student turn's correctness.
 
-The paper trains the KT model at a constant learning rate with no warm-up (SPEC §8): the KT recipes
+The paper trains the KT model at a constant learning rate with no warm-up (docs/protocol.md §8): the KT recipes
 say so (``lr_scheduler_type: constant``, ``warmup_ratio: 0``).
 
 The batch is exactly what the ``knowledge`` metric reads: packed prompts from
@@ -113,8 +113,11 @@ def write_kt_cutoffs(output_dir: Path, dialogues, recipe: TrainRecipe) -> dict:
     from simhub.scoring.cutoffs import reference_cutoffs
 
     source = f"{recipe.data} split {recipe.eval_split}"
-    lm = load_lm(ModelRef(model=str(output_dir)), LoadOptions(batch_size=recipe.per_device_eval_batch_size))
-    tracer = KnowledgeTracer(lm, persona=recipe.persona if recipe.persona != "profile" else "none")
+    # A bf16 recipe's model is scored in bf16 (kt_dtype: bfloat16), so its cutoffs sit on the same grid.
+    dtype = "bfloat16" if recipe.bf16 else "float32"
+    lm = load_lm(ModelRef(model=str(output_dir)), LoadOptions(batch_size=recipe.per_device_eval_batch_size,
+                                                             dtype=dtype if recipe.bf16 else None))
+    tracer = KnowledgeTracer(lm, persona=recipe.persona if recipe.persona != "profile" else "none", dtype=dtype)
     cutoffs, n = reference_cutoffs(tracer, dialogues, output_dir / KT_CUTOFFS_FILE,
                                    {"source": source, "model": str(output_dir)}, where=source)
     return {"cutoffs": [float(c) for c in cutoffs], "n_deltas": n}

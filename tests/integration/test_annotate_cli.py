@@ -246,6 +246,8 @@ def test_round_trip_labels_equal_what_the_labeller_answered(unlabelled, labeller
     for request in chats:
         kind = _kind(request.body["messages"][0]["content"])
         assert request.body["temperature"] == 0.0 and request.body["max_completion_tokens"] == 4000
+        # FIDELITY.md (annotation): every dialogue label reads the question with its answer key.
+        assert (kind == "questions") != ("Correct option: " in request.body["messages"][0]["content"])
         assert ("response_format" in request.body) == (kind != "freeform")
         assert request.authorization is None  # --api-key-env none: no Authorization header at all
 
@@ -456,7 +458,7 @@ def test_invalid_answers_become_error_cells_and_dependent_labels_are_null(unlabe
     assert all(t.correctness is None for t in by_id[broken_correctness.id].turns)
     assert by_id[broken_correctness.id].turns[1].act is not None  # the other labels stand
     assert by_id[broken_profile.id].profile is None
-    # With the default drop, the dialogues of the failed question are gone (SPEC §2 rule 7).
+    # With the default drop, the dialogues of the failed question are gone (docs/protocol.md §2 rule 7).
     converted = convert(out, tmp_path / "converted")
     assert len(converted["val"]) == len(given["val"]) - len(bad_q)
 

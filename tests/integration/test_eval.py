@@ -312,3 +312,42 @@ def test_a_judge_that_is_down_fails_the_run_and_a_partial_failure_is_counted(dat
     assert main([*base, "--metrics", "rouge_l", "--output", str(tmp_path / "partial")]) == 0
     turns = sum(1 for _ in _count_turns(data))
     assert f"1 of {turns} turns could not be simulated" in capsys.readouterr().out
+
+
+def test_test_subsample_is_the_references_random_221_draw():
+    """FIDELITY.md (test subsample): the ablation table's split is ``random.Random(221).sample`` of
+    int(0.2 · n) dialogues of the test split in file order, kept in the order drawn."""
+    from simhub.errors import ConfigError
+    from simhub.evaluation.runs import subsample_split
+    from simhub.schema import Dialogue, Question
+
+    split = [Dialogue(id=f"d{i}", question=Question(text="q"), turns=[]) for i in range(382)]
+    drawn = subsample_split(split, 0.2)
+    assert len(drawn) == 76 and len({d.id for d in drawn}) == 76  # int(76.4)
+    assert [d.id for d in drawn[:5]] == ["d125", "d217", "d47", "d251", "d143"]
+    assert subsample_split(split, None) == split and len(subsample_split(split, 1.0)) == 382
+    for bad in (0.0, -0.2, 1.5):
+        with pytest.raises(ConfigError) as info:
+            subsample_split(split, bad)
+        assert info.value.field == "test_subsample"
+
+
+def test_eval_and_simulate_take_the_test_subsample(data, tmp_path, sample_corpus, tiny_profile):
+    import random
+
+    path = tmp_path / "test10.jsonl"
+    write_jsonl(path, sample_corpus["test"][:10])
+    expected = [d.id for d in random.Random(221).sample(sample_corpus["test"][:10], 5)]
+    out = tmp_path / "run"
+    _eval(["--simulator", "reference:real", "--data", str(path), "--metrics", "rouge_l", "--output", str(out),
+           "--test-subsample", "0.5"])
+    results = json.loads((out / "results.json").read_text())
+    assert results["data"]["dialogues"] == 5 and results["data"]["test_subsample"] == 0.5
+    seen = list(dict.fromkeys(line["dialogue_id"] for line in _lines(out / "scores.jsonl")))
+    assert seen == expected
+    sims = tmp_path / "sims.jsonl"
+    assert main(["simulate", "--profile", TINY, "--simulator", "reference:real", "--data", str(path), "--output",
+                 str(sims), "--test-subsample", "0.5"]) == 0
+    assert list(dict.fromkeys(r["dialogue_id"] for r in _lines(sims))) == expected
+    _eval(["--simulator", "reference:real", "--data", str(path), "--output", str(tmp_path / "x"),
+           "--test-subsample", "2"], expect=2)

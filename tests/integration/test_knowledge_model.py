@@ -1,4 +1,4 @@
-"""The knowledge metric: binning and scoring pinned to SPEC §3, packed LLMKT equal to unpacked."""
+"""The knowledge metric: binning and scoring pinned to docs/protocol.md §3, packed LLMKT equal to unpacked."""
 
 from __future__ import annotations
 
@@ -154,3 +154,58 @@ def test_default_only_and_student_first(tracer):
     out = knowledge_deltas(tracer, [(first, 0, "hello"), (first, 2, "2/6")])
     assert isinstance(out[0], NoDelta) and isinstance(out[1], KnowledgeDeltas)
     assert knowledge_deltas(tracer, []) == []
+
+
+def test_round_to_bfloat16_is_torchs_rounding():
+    from simhub.metrics.knowledge import round_to_bfloat16
+
+    values = np.concatenate([np.random.default_rng(3).random(5000), [0.0, 1.0, 0.5, 0.501953125, 0.50390625]])
+    expected = torch.tensor(values, dtype=torch.float32).to(torch.bfloat16).double().numpy()
+    np.testing.assert_array_equal(round_to_bfloat16(values), expected)
+
+
+def test_bf16_masteries_sit_on_the_references_grid(tiny_profile, sample_corpus):
+    """FIDELITY.md (bf16 masteries): with ``kt_dtype: bfloat16`` the KT model runs in bf16 and each
+    mastery is the two-way softmax in bf16, as the reference's: a bf16 number, so masteries of 0.5 or
+    more are multiples of 1/256; float32, the default, keeps values off that grid."""
+    import msgspec
+
+    from simhub.metrics import MetricContext
+    from simhub.metrics.knowledge import Knowledge
+    from simhub.models import LoadOptions
+
+    base = tiny_profile.scoring.metrics.knowledge
+    assert base.kt_dtype == "float32"
+    context = MetricContext(load=LoadOptions(device="cpu", batch_size=8))
+    requests = [(d, d.turns[: i + 1], d.all_kcs) for d in sample_corpus["val"][:3] for i in d.student_turn_indices()]
+
+    bf16 = Knowledge(msgspec.structs.replace(base, kt_dtype="bfloat16"), context).load()
+    assert bf16.lm.model.dtype == torch.bfloat16
+    values = np.concatenate(bf16.mastery_batch(requests))
+    assert values.size > 20
+    as_bf16 = torch.tensor(values).to(torch.bfloat16).double().numpy()
+    np.testing.assert_array_equal(values, as_bf16)
+    high = values[values >= 0.5]
+    assert high.size and np.all(high * 256 == np.round(high * 256))
+
+    # The reference's computation on one prompt: the bf16 model's two logits, softmax in bf16.
+    dialogue, history, kcs = requests[1]
+    prompt = bf16.prompt(dialogue, list(history), list(kcs))
+    start, end = prompt.segments[0]
+    ids = torch.tensor([prompt.input_ids[: prompt.context_len] + prompt.input_ids[start:end]])
+    with torch.inference_mode(), bf16.lm.active() as model:
+        logits = model(input_ids=ids).logits[0, -1, [bf16.true_id, bf16.false_id]]
+    assert logits.dtype == torch.bfloat16
+    reference = torch.softmax(logits, dim=-1)[0].item()
+    assert abs(bf16.mastery_batch([requests[1]])[0][0] - reference) <= 1 / 256  # packed vs alone: bf16 noise
+
+    fp32 = Knowledge(base, context).load()
+    full = np.concatenate(fp32.mastery_batch(requests))
+    assert not np.array_equal(full, torch.tensor(full).to(torch.bfloat16).double().numpy())
+
+
+def test_paper_profile_takes_bf16_masteries_and_the_others_float32():
+    from simhub.config import load_profile
+
+    assert load_profile("paper-8b").scoring.metrics.knowledge.kt_dtype == "bfloat16"
+    assert load_profile("demo").scoring.metrics.knowledge.kt_dtype == "float32"

@@ -85,3 +85,35 @@ def test_seeded_sampling_is_reproducible_and_stop_strings_cut(tiny_kit):
     stop = text[2:4]
     g = lm.generate([messages], dataclasses.replace(one, stop=(stop,)))[0].generations[0]
     assert g.text == text[: text.index(stop)] and g.stop_string == stop and g.finish_reason == "stop"
+
+
+def test_sampling_has_no_top_k_unless_asked(tiny_kit):
+    """FIDELITY.md (sampling): transformers' generate cuts to the 50 most likely tokens unless told
+    otherwise; simhub passes top_k itself (0, none, as the reference's vLLM sampling), so a seeded
+    sample is transformers' with top_k=0, and top_k=5 is honoured. A high temperature flattens the
+    tiny model's distribution, so that the top-50 cut changes samples."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    lm = load_lm(ModelRef(model=str(tiny_kit["llama"])))
+    ids = lm.chat_ids([{"role": "user", "content": "Explain it again please"}])
+    model = AutoModelForCausalLM.from_pretrained(tiny_kit["llama"]).eval()
+
+    def transformers_sample(seed: int, **top_k) -> list[int]:
+        torch.manual_seed(seed)
+        out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                             do_sample=True, temperature=3.0, top_p=1.0, max_new_tokens=12, eos_token_id=lm.stop_ids,
+                             pad_token_id=lm.pad_id, **top_k)
+        new = out[0, len(ids):].tolist()
+        cut = next((j for j, t in enumerate(new) if t in lm.stop_ids), None)
+        return new if cut is None else new[: cut + 1]
+
+    differs = False
+    for seed in range(6):
+        unset, none = transformers_sample(seed), transformers_sample(seed, top_k=0)
+        assert unset == transformers_sample(seed, top_k=50)  # what generate does when not told
+        differs = differs or unset != none
+        assert lm.generate_ids([ids], Sampling(temperature=3.0, max_tokens=12, seed=seed))[0][0] == none
+        assert lm.generate_ids([ids], Sampling(temperature=3.0, max_tokens=12, seed=seed, top_k=5))[0][0] == \
+            transformers_sample(seed, top_k=5)
+    assert differs  # the top-50 cut changes some samples, so passing top_k=0 matters

@@ -267,3 +267,23 @@ def test_a_rollout_run_in_which_every_dialogue_failed_exits_non_zero(data, tmp_p
                  "--tutor", "api-tutor", "--data", str(data), "--output", str(tmp_path / "roll"), "--max-turns", "4",
                  "--max-tokens", "8", "--no-cache"]) == 1
     assert f"every one of the 4 rollouts failed: tutor: connection refused at {down} (4)" in capsys.readouterr().err
+
+
+def test_free_rollouts_sample_both_sides_with_top_p_095_and_top_p_changes_it(data, tmp_path, fake_openai, monkeypatch):
+    """FIDELITY.md (sampling): the reference's full dialogues sample at temperature 0.6 with top-p 0.95
+    on both sides; ``--top-p`` changes it."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-t")
+    path = tmp_path / "both.yaml"
+    endpoint = f"endpoint: {{base_url: '{fake_openai.base_url}', cache: false, max_retries: 1, concurrency: 1}}"
+    path.write_text(f"extends: {TINY}\nname: both\n"
+                    f"simulators:\n  api-student: {{kind: openai, model: student-model, {endpoint}}}\n"
+                    f"tutors:\n  api-tutor: {{kind: openai, model: tutor-model, {endpoint}}}\n")
+    for flags, top_p in (([], 0.95), (["--top-p", "0.8"], 0.8)):
+        before = len(fake_openai.chat_requests())
+        out = tmp_path / f"roll{top_p}"
+        assert main(["rollout", "--profile", str(path), "--simulator", "api-student", "--tutor", "api-tutor",
+                     "--data", str(data), "--output", str(out), "--max-turns", "4", "--no-cache", *flags]) == 0
+        bodies = [r.body for r in fake_openai.chat_requests()[before:]]
+        assert {b["model"] for b in bodies} == {"student-model", "tutor-model"}
+        assert all(b["top_p"] == top_p and b["temperature"] == 0.6 and "top_k" not in b for b in bodies)
+        assert json.loads((out / "rollout.json").read_text())["top_p"] == top_p

@@ -89,7 +89,7 @@ def test_bad_items_get_per_item_errors_and_empty_candidates_are_scored(scorer):
 
 
 def test_candidates_are_cut_to_500_characters_and_the_marker_removed(scorer):
-    """SPEC §8: end-of-dialogue marker removed, cut to 500 characters, not stripped."""
+    """docs/protocol.md §8: end-of-dialogue marker removed, cut to 500 characters, not stripped."""
     real = DIALOGUE.turns[3].content
     long = "8/5 " + "z" * 700
     result = scorer.score([ScoreItem(DIALOGUE, 3, f"  {real}[end of dialogue]"), ScoreItem(DIALOGUE, 3, long)], ["rouge_l"])

@@ -90,7 +90,7 @@ def test_health_ready_models_docs(client):
     assert set(sims) == {"tiny-student", "tiny-student-lora", "baseline:zero-shot", "baseline:ocean", "baseline:icl",
                          "baseline:reasoning", "baseline:oracle"}  # the paper's baselines are in every profile
     assert sims["tiny-student"]["base_model"] == "tiny:llama" and sims["tiny-student"]["backend"] == "transformers"
-    assert sims["tiny-student"]["persona"] == "none"  # SPEC §8: trained students see no persona
+    assert sims["tiny-student"]["persona"] == "none"  # docs/protocol.md §8: trained students see no persona
     assert sims["tiny-student-lora"]["adapter"] == "random-lora:tiny-student-lora"
     assert sims["baseline:reasoning"]["base_model"] == "gpt-5-mini" and sims["baseline:oracle"]["baseline"] == "oracle"
     assert "/tmp" not in json.dumps(models) and "simhub-test-home" not in json.dumps(models)  # no server paths

@@ -131,7 +131,7 @@ def test_score_reports_item_problems_per_item_as_the_cli_does(tmp_path):
         {"dialogue": PAPER_DIALOGUE, "turn_index": 1, "candidate": long},
         {"dialogue": {**PAPER_DIALOGUE, "turns": PAPER_DIALOGUE["turns"] * 2}, "turn_index": 1, "candidate": "x"},
         {"dialogue": PAPER_DIALOGUE, "turn_index": 1, "candidate": "5/8 divided by 1/6"},
-        {"dialogue": PAPER_DIALOGUE, "turn_index": 1, "candidate": ""},  # empty candidates are scored (SPEC §8)
+        {"dialogue": PAPER_DIALOGUE, "turn_index": 1, "candidate": ""},  # empty candidates are scored (docs/protocol.md §8)
     ]
     words = ["tutor turn", "out of range", "out of range", "out of range", "limit of 50", "limit of 6", None, None]
     profile = tmp_path / "limits.yaml"

@@ -27,11 +27,11 @@ def test_every_recipe_parses(path):
         assert recipe.base_model_hub_id == recipe.base_model
         assert recipe.effective_batch_size == 64 and recipe.bf16
         assert (recipe.weight_decay, recipe.max_grad_norm) == (0.01, 1.0)
-        if recipe.kind == "kt":  # SPEC §8: the reference trains KT at a constant rate, no warm-up
+        if recipe.kind == "kt":  # docs/protocol.md §8: the reference trains KT at a constant rate, no warm-up
             assert (recipe.lr_scheduler_type, recipe.warmup_ratio, recipe.persona) == ("constant", 0.0, "ocean")
         else:
             assert (recipe.lr_scheduler_type, recipe.warmup_ratio) == ("linear", 0.1)
-        if recipe.kind.startswith("student"):  # SPEC §8: the fine-tuned students see no persona
+        if recipe.kind.startswith("student"):  # docs/protocol.md §8: the fine-tuned students see no persona
             assert recipe.persona == "none"
         assert (recipe.lora_r, recipe.lora_alpha, recipe.lora_dropout, recipe.use_rslora) == (32, 64, 0.05, True)
         expected = {"student-sft": 3, "tutor-sft": 3, "acts": 2, "correctness": 1, "kt": 3, "student-dpo": 1}
@@ -195,6 +195,44 @@ def test_long_prompts_are_excluded_and_counted(tokenizer, sample_corpus):
         "examples": 0, "excluded_long_prompts": 10}
     kt = build_kt_examples(tokenizer, dialogues, 10)
     assert kt.items == [] and kt.excluded_long > 0
+
+
+def test_classifiers_leave_out_only_prompts_longer_than_the_limit(tokenizer, sample_corpus):
+    """FIDELITY.md (§2 rule 8): the reference's acts and correctness classifiers drop prompts of more
+    than 6,000 characters (``>``); the generators drop prompts of 6,000 or more (``>=``)."""
+    from simhub.training.data import build_chat_examples, chat_conversations, prompt_chars
+
+    dialogue = sample_corpus["train"][0]
+    for kind in ("acts", "correctness"):
+        lengths = [prompt_chars(tokenizer, kind, m) for m in chat_conversations(kind, dialogue)]
+        limit = lengths[0]
+        kept = build_chat_examples(tokenizer, kind, [dialogue], limit)
+        assert kept.excluded_long == sum(n > limit for n in lengths) and len(kept.items) == sum(n <= limit for n in lengths)
+        assert build_chat_examples(tokenizer, kind, [dialogue], limit - 1).excluded_long == sum(n >= limit for n in lengths)
+    sft = prompt_chars(tokenizer, "student-sft", chat_conversations("student-sft", dialogue)[0])
+    assert build_chat_examples(tokenizer, "student-sft", [dialogue], sft).excluded_long == 1
+
+
+def test_kt_length_filter_measures_the_chat_templated_packed_prompt(tokenizer, sample_corpus):
+    """FIDELITY.md (§2 rule 8): the KT filter counts the packed prompt as the reference lays it out:
+    the templated instruction and context, then " " plus each KC's templated turn from its text on."""
+    from simhub.prompts import KT_SYSTEM, kt_context, kt_context_body, kt_question
+    from simhub.training.data import build_kt_examples, kt_prompt_chars, kt_samples
+
+    dialogue = next(d for d in sample_corpus["train"] if kt_samples(d))
+    history, kcs, _ = kt_samples(dialogue)[0]
+    templated = tokenizer.apply_chat_template([{"role": "system", "content": KT_SYSTEM},
+                                               {"role": "user", "content": kt_context_body(dialogue, history)}],
+                                              tokenize=False)
+    for kc in kcs:
+        turn = tokenizer.apply_chat_template([{"role": "user", "content": kt_question(kc)},
+                                              {"role": "assistant", "content": "\n"}], tokenize=False)
+        templated += " " + turn.split("user<|end_header_id|>\n\n")[1]
+    chars = kt_prompt_chars(tokenizer, dialogue, history, kcs)
+    assert chars == len(templated)
+    assert chars > len(kt_context(dialogue, history)) + sum(len(kt_question(k)) for k in kcs)  # the template counts
+    first = build_kt_examples(tokenizer, [dialogue], chars + 1)
+    assert build_kt_examples(tokenizer, [dialogue], chars).excluded_long == first.excluded_long + 1  # >= drops
 
 
 # ---------------------------------------------------------------------------------- KT
@@ -473,9 +511,10 @@ def test_pairs_rules():
     assert [(p["chosen"], p["rejected"]) for p in pairs] == [("t2", "t0")]
     assert pairs[0]["gap"] == pytest.approx(0.16)
     assert make_pairs([_turn(5, [0.5, 0.6])], epsilon=0.1) == []  # a gap of exactly epsilon is not enough
-    # first turns skipped
+    # first turns and turns with a long prompt are not paired (they are scored)
     assert make_pairs([_turn(4, [0.0, 1.0])], skip_turns=5) == []
     assert len(make_pairs([_turn(5, [0.0, 1.0])], skip_turns=5)) == 1
+    assert make_pairs([{**_turn(5, [0.0, 1.0]), "long_prompt": True}], skip_turns=5) == []
     # at most 6 widest pairs per turn, widest first
     pairs = make_pairs([_turn(7, [0.0, 0.2, 0.4, 0.6, 0.8, 1.0])], epsilon=0.1, max_pairs_per_turn=6)
     assert len(pairs) == 6
@@ -487,13 +526,94 @@ def test_pairs_rules():
     assert [(p["chosen"], p["rejected"]) for p in make_pairs([turn])] == [("t1", "t2")]
 
 
+def _scored(index, **columns):
+    n = len(next(iter(columns.values())))
+    return {"dialogue_id": "d", "turn_index": index,
+            "candidates": [{"text": f"t{i}", "scores": {m: v[i] for m, v in columns.items()}} for i in range(n)]}
+
+
+def test_reward_normalisation_and_squaring_as_the_reference():
+    """FIDELITY.md (DPO options): reward_norm_level group/dataset z-score each metric (scipy's
+    norm.fit, the reference's, gives the mean and std), a constant metric becomes 0, square_rewards
+    squares each value, and the reward is the mean of the non-null values."""
+    from scipy.stats import norm
+
+    from simhub.training.dpo import mean_reward, turn_rewards
+
+    turns = [_scored(5, acts=[1.0, 0.0, 0.0], cosine=[0.5, 0.5, 0.5]),
+             _scored(6, acts=[1.0, None, 0.0], cosine=[None, None, None]),
+             _scored(7, acts=[0.0, 1.0, 1.0], cosine=[0.2, 0.4, 0.9])]
+    metrics = ["acts", "cosine"]
+    assert turn_rewards(turns, metrics) == [[mean_reward(c["scores"], metrics) for c in t["candidates"]] for t in turns]
+
+    mean, std = norm.fit([1.0, 0.0, 0.0])
+    group = turn_rewards(turns, metrics, "group")
+    assert group[0] == pytest.approx([(1 - mean) / std / 2, (0 - mean) / std / 2, (0 - mean) / std / 2])
+    assert group[1] == pytest.approx([0.5, 0.0, -0.5])  # acts over [1, 0]: ±1; the all-null cosine column is 0
+    squared = turn_rewards(turns, metrics, "group", square=True)
+    assert squared[1] == pytest.approx([0.5, 0.0, 0.5])
+
+    acts_mean, acts_std = norm.fit([1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0])
+    cos_mean, cos_std = norm.fit([0.5, 0.5, 0.5, 0.2, 0.4, 0.9])
+    dataset = turn_rewards(turns, metrics, "dataset")
+    assert dataset[2] == pytest.approx([((0 - acts_mean) / acts_std + (0.2 - cos_mean) / cos_std) / 2,
+                                        ((1 - acts_mean) / acts_std + (0.4 - cos_mean) / cos_std) / 2,
+                                        ((1 - acts_mean) / acts_std + (0.9 - cos_mean) / cos_std) / 2])
+    assert dataset[1][1] is None  # no non-null value at all
+    with pytest.raises(ConfigError, match="reward_norm_level"):
+        turn_rewards(turns, metrics, "turn")
+
+
+def test_each_wins_pairs_every_winner_once():
+    import random
+
+    from simhub.training.dpo import make_pairs
+
+    turn = _turn(5, [0.9, 0.5, 0.1, 0.85])
+    pairs = make_pairs([turn], epsilon=0.1, strategy="each_wins", rng=random.Random(0))
+    # t0 and t3 beat t1 and t2, t1 beats t2, t2 beats nobody: one pair per winner, in candidate order.
+    assert [p["chosen"] for p in pairs] == ["t0", "t1", "t3"]
+    assert pairs[1]["rejected"] == "t2" and {pairs[0]["rejected"], pairs[2]["rejected"]} <= {"t1", "t2"}
+    drawn = {make_pairs([turn], strategy="each_wins", rng=random.Random(seed))[0]["rejected"] for seed in range(20)}
+    assert drawn == {"t1", "t2"}  # the rejected one is drawn at random among those beaten
+    with pytest.raises(ConfigError, match="pair_strategy"):
+        make_pairs([turn], strategy="best_of")
+
+
 def test_mean_reward_and_dedup():
     from simhub.training.dpo import dedup, mean_reward
 
     assert mean_reward({"acts": 1.0, "cosine": 0.5, "rouge_l": 0.0, "knowledge": None},
                        ["acts", "cosine", "knowledge"]) == 0.75
     assert mean_reward({"acts": None}, ["acts"]) is None
-    assert dedup(["a", "b", "a", " ", "c"]) == ["a", "b", "c"]
+    assert dedup(["a", "b", "a", " ", "c", ""]) == ["a", "b", " ", "c", ""]  # blank candidates are candidates
+
+
+def test_dpo_scores_blank_candidates_and_those_that_end_the_dialogue(tmp_path, simhub_home):
+    """FIDELITY.md (DPO data): a blank candidate and one that ends the dialogue are kept and scored
+    like the others; the marker stays in the candidate (a pair can prefer ending) and scoring removes it."""
+    from simhub.config import load_profile
+    from simhub.prompts import END_OF_DIALOGUE
+    from simhub.provision import provision_profile, restrict
+    from simhub.schema import write_jsonl
+    from simhub.simulation import Candidate
+    from simhub.training.config import load_recipe
+    from simhub.training.dpo import Context, candidate_text, stage_score
+
+    assert candidate_text(Candidate(text="bye", finish_reason="stop", end_of_dialogue=True)) == f"bye{END_OF_DIALOGUE}"
+    assert candidate_text(Candidate(text="", finish_reason="stop")) == ""
+    recipe = load_recipe("tiny-student-dpo", ["dpo.reward_metrics=cosine"])
+    profile = provision_profile(restrict(load_profile("demo"), metrics=["cosine"], simulators=[], tutors=[]))
+    ctx = Context(recipe, tmp_path, False, {}, profile)
+    dialogue = ctx.dialogues("train")[0]
+    turn = dialogue.student_turn_indices()[0]
+    texts = ["", f"I think so{END_OF_DIALOGUE}", "I think so"]
+    write_jsonl(ctx.path("generate"), [{"split": "train", "dialogue_id": dialogue.id, "turn_index": turn,
+                                        "long_prompt": False, "candidates": texts}])
+    (scored,) = stage_score(ctx)
+    assert [c["text"] for c in scored["candidates"]] == texts and scored["long_prompt"] is False
+    rewards = [c["reward"] for c in scored["candidates"]]
+    assert all(r is not None for r in rewards) and rewards[1] == pytest.approx(rewards[2])
 
 
 def test_dpo_stages_resume_after_a_crash(tmp_path, monkeypatch, tiny_kit):
@@ -580,8 +700,13 @@ def test_tiny_dpo_end_to_end(tmp_path, monkeypatch, simhub_home, tiny_kit):
     for name in ("candidates.jsonl", "scores.jsonl", "pairs.jsonl", "adapter_config.json", "eval_results.json"):
         assert (out / name).is_file(), name
     scored = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
-    assert all(r["turn_index"] >= 5 for r in scored)
-    # SPEC §8: candidates come from the first int(0.25·24) = 6 training dialogues (and the first 2 of
+    # FIDELITY.md (DPO data): every student turn of the DPO dialogues is sampled and scored, the first
+    # five turns too; only pairing skips them.
+    assert any(r["turn_index"] < 5 for r in scored) and any(r["turn_index"] >= 5 for r in scored)
+    assert all(c.get("scores") is not None for r in scored for c in r["candidates"])
+    pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
+    assert pairs and all(p["turn_index"] >= 5 for p in pairs)
+    # docs/protocol.md §8: candidates come from the first int(0.25·24) = 6 training dialogues (and the first 2 of
     # the validation split), never from later ones.
     from simhub.data.sample import load_sample_corpus
 
@@ -693,23 +818,45 @@ def test_publish_pull_round_trip(tmp_path, tiny_kit, local_hub, hub_api, simhub_
     assert main(["pull", "simhub-test/no-such-model", "--output-dir", str(tmp_path / "x")]) == 2
 
 
-def test_dpo_truncation_is_the_papers_trl():
-    """SPEC §8: the prompt keeps its last 512 tokens when prompt + completion exceeds 1,024; then
-    completions keep their first 1,024 - 512 tokens."""
-    from simhub.training.dpo import truncate_pair
+@pytest.mark.parametrize("prompt_len,completion_len,prompt_kept", [
+    (300, 5, 300), (600, 5, 512), (900, 5, 512), (1000, 20, 512), (900, 700, 324), (100, 1100, 0)])
+def test_dpo_truncation_is_trl_0_22_2(prompt_len, completion_len, prompt_kept):
+    """FIDELITY.md (DPO truncation, trl 0.22.2): the prompt always keeps its last 512 tokens, then the
+    sequence keeps its last 1,024 (keep_end), so a long completion stays whole; trl's collator, with
+    the arguments simhub's trainer passes it, cuts the same tokens."""
+    from trl.trainer.dpo_trainer import DataCollatorForPreference
 
-    prompt, chosen, rejected = list(range(600)), list(range(100)), list(range(300))
-    assert truncate_pair(prompt, chosen, rejected, 512, 1024) == (prompt, chosen, rejected)  # 900 fits
-    long_prompt = list(range(900))
-    p, c, r = truncate_pair(long_prompt, chosen, rejected, 512, 1024)
-    assert p == long_prompt[-512:] and c == chosen and r == rejected
-    p, c, r = truncate_pair(long_prompt, list(range(700)), rejected, 512, 1024)
-    assert p == long_prompt[-512:] and c == list(range(512)) and r == rejected
-    assert truncate_pair(long_prompt, chosen, rejected, None, None) == (long_prompt, chosen, rejected)
+    from simhub.training.dpo import DPO_TRUNCATION_MODE, truncate_sequence
+
+    prompt = list(range(1, prompt_len + 1))
+    completion = list(range(10_000, 10_000 + completion_len))
+    p, c = truncate_sequence(prompt, completion, 512, 1024)
+    assert len(p) == prompt_kept and p == (prompt[len(prompt) - prompt_kept:] if prompt_kept else [])
+    assert c == completion[-(1024 - len(p)):] if len(p) + len(completion) > 1024 else c == completion
+    assert len(p) + len(c) == min(min(prompt_len, 512) + completion_len, 1024)
+    if (prompt_len, completion_len) == (900, 700):
+        assert len(p) + len(c) == 1024 and c == completion
+
+    collator = DataCollatorForPreference(pad_token_id=0, max_length=1024, truncation_mode=DPO_TRUNCATION_MODE)
+    short = completion[:3]
+    batch = collator([{"prompt_ids": truncate_sequence(prompt, [], 512, None)[0], "chosen_ids": completion,
+                       "rejected_ids": short}])
+    for row, kept in enumerate([(p, c), truncate_sequence(prompt, short, 512, 1024)]):
+        length = int(batch["attention_mask"][row].sum())
+        ids, mask = batch["input_ids"][row][:length].tolist(), batch["completion_mask"][row][:length].tolist()
+        assert ids == kept[0] + kept[1] and sum(mask) == len(kept[1])  # chosen and rejected cut separately
+
+
+def test_dpo_truncation_without_limits_keeps_everything():
+    from simhub.training.dpo import truncate_sequence
+
+    prompt, completion = list(range(2000)), list(range(700))
+    assert truncate_sequence(prompt, completion, None, None) == (prompt, completion)
+    assert truncate_sequence(prompt, completion, 512, None) == (prompt[-512:], completion)
 
 
 def test_chat_templated_prompt_length_filter(tokenizer, sample_corpus):
-    """SPEC §2 rule 8 / §8: the 6,000-character rule measures the chat-templated prompt string."""
+    """docs/protocol.md §2 rule 8 / §8: the 6,000-character rule measures the chat-templated prompt string."""
     from simhub.training.data import build_chat_examples, chat_conversations
 
     dialogue = max(sample_corpus["train"], key=lambda d: sum(len(t.content) for t in d.turns))

@@ -1,4 +1,4 @@
-"""Answers of an LLM labeller to cells: lenient about form, strict about content (SPEC §8)."""
+"""Answers of an LLM labeller to cells: lenient about form, strict about content (docs/protocol.md §8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The released annotation layout (SPEC §8): each rule of the issue pinned by a test that names it.
+"""The released annotation layout (docs/protocol.md §8): each rule of the issue pinned by a test that names it.
 
 The fixture is written the way the authors wrote theirs: a pandas DataFrame of Python objects
 (tuples, lists, dicts, numpy integers, free text) saved with ``to_csv``.

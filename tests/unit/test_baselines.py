@@ -1,4 +1,4 @@
-"""The paper's five prompted baselines as simulators (SPEC §5, §8), against a local fake endpoint."""
+"""The paper's five prompted baselines as simulators (docs/protocol.md §5, §8), against a local fake endpoint."""
 
 from __future__ import annotations
 
@@ -89,3 +89,58 @@ def test_a_users_openai_simulator_with_a_baseline_style(fake_openai, tmp_path, m
     assert request.body["model"] == "my-model" and "Always answers in capitals." in request.body["messages"][1]["content"]
     assert request.authorization == "Bearer k-1"
     assert out[0].candidates and out[0].candidates[0].finish_reason in ("stop", "length")
+
+
+def _split_files(folder, sample_corpus, *, train: bool):
+    from simhub.schema import write_jsonl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    write_jsonl(folder / "test.jsonl", sample_corpus["test"][:3])
+    if train:
+        write_jsonl(folder / "train.jsonl", sample_corpus["train"][5:12])
+    return folder / "test.jsonl"
+
+
+def test_paper_profile_icl_pool_is_the_training_split_of_the_evaluated_data(tmp_path, sample_corpus):
+    """FIDELITY.md (ICL): with the shipped paper-8b profile, baseline:icl retrieves from the training
+    split beside the evaluated file, not from the bundled sample corpus."""
+    from simhub.simulation import with_icl_pool
+
+    paper = load_profile("paper-8b")
+    assert paper.baselines.icl_pool is None
+    data = _split_files(tmp_path / "qatd", sample_corpus, train=True)
+    simulator = build_simulator("baseline:icl", with_icl_pool(paper, data))
+    expected = [d.id for d in sample_corpus["train"][5:12] if d.profile]
+    assert expected and [d.id for d in simulator.retriever.pool] == expected
+    assert simulator.retriever.embedder_name == "Qwen/Qwen3-Embedding-8B"
+    # A pool the profile names stays.
+    named = with_icl_pool(load_profile("paper-8b"), data)
+    assert with_icl_pool(named, tmp_path / "elsewhere" / "test.jsonl").baselines.icl_pool == str(data.parent / "train.jsonl")
+
+
+def test_icl_without_a_training_split_is_an_error_not_the_sample_corpus(tmp_path, sample_corpus):
+    from simhub.cli import main
+    from simhub.errors import ConfigError
+    from simhub.simulation import with_icl_pool
+
+    paper = load_profile("paper-8b")
+    data = _split_files(tmp_path / "alone", sample_corpus, train=False)
+    simulator = build_simulator("baseline:icl", with_icl_pool(paper, data))  # building (listing) still works
+    with pytest.raises(ConfigError, match=r"no training dialogues.*train\.jsonl") as info:
+        simulator.messages(Target(sample_corpus["test"][0], sample_corpus["test"][0].student_turn_indices()[0]))
+    assert info.value.field == "baselines.icl_pool"
+    with pytest.raises(ConfigError, match="no training dialogues"):
+        build_simulator("baseline:icl", paper).retriever.pool  # noqa: B018  (the service: no data at all)
+    dialogue = sample_corpus["test"][0]
+    code = main(["prompt", "show", "--profile", "paper-8b", "--simulator", "baseline:icl", "--data", str(data),
+                 "--dialogue", dialogue.id, "--turn", str(dialogue.student_turn_indices()[0])])
+    assert code == 2
+
+
+def test_an_endpoint_takes_no_top_k(profile):
+    from simhub.errors import ConfigError
+
+    simulator = build_simulator("baseline:zero-shot", profile)
+    with pytest.raises(ConfigError, match="takes no top_k") as info:
+        simulator.simulate([Target(_dialogue(1, None), 1)], Sampling(temperature=1.0, top_k=5, max_tokens=8))
+    assert info.value.field == "sampling.top_k"

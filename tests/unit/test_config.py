@@ -23,7 +23,7 @@ def test_shipped_profiles_parse_into_typed_structs():
     assert demo.scoring.metrics.acts == ModelRef(model="demo:acts")  # a bare string is {model: ...}
     assert isinstance(demo.scoring.metrics.judge, JudgeConfig) and demo.scoring.metrics.judge.kind == "local"
     assert demo.scoring.metrics.knowledge.cutoffs == "model" and demo.scoring.metrics.knowledge.eval_cutoffs == "paper"
-    assert demo.simulators["tiny-student-sft"].persona == "none"  # SPEC §8: no persona by default
+    assert demo.simulators["tiny-student-sft"].persona == "none"  # docs/protocol.md §8: no persona by default
     assert {"demo:acts", "demo:kt", "demo:tutor", "demo:student-sft", "tiny:llama"} <= set(provisioned_refs(demo))
     paper = load_profile("paper-8b")
     judge = paper.scoring.metrics.judge

@@ -1,4 +1,4 @@
-"""Each QATD-2k processing rule of the raw files (SPEC §2) pinned by a case built for it.
+"""Each QATD-2k processing rule of the raw files (docs/protocol.md §2) pinned by a case built for it.
 
 The released annotation files are covered by test_annotations.py."""
 

@@ -1,4 +1,4 @@
-"""The correctness/errors judge (SPEC §3, §8): the reference's scoring table, the paper's request,
+"""The correctness/errors judge (docs/protocol.md §3, §8): the reference's scoring table, the paper's request,
 and an OpenAI-compatible judge through the Scorer against a local fake endpoint."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The knowledge metric's arithmetic, pinned to SPEC §3 (pure numpy: these run on a core install)."""
+"""The knowledge metric's arithmetic, pinned to docs/protocol.md §3 (pure numpy: these run on a core install)."""
 
 from __future__ import annotations
 
@@ -68,23 +68,38 @@ def test_qwk_matches_sklearn():
     rng = np.random.default_rng(1)
     a = rng.integers(0, 5, size=200)
     b = np.clip(a + rng.integers(-2, 3, size=200), 0, 4)
-    expected = metrics.cohen_kappa_score(a, b, weights="quadratic", labels=list(range(5)))
-    assert quadratic_weighted_kappa(a, b) == pytest.approx(expected, abs=1e-12)
-    # With all five bins present the reference's call without labels gives the same number.
     assert quadratic_weighted_kappa(a, b) == pytest.approx(
-        metrics.cohen_kappa_score(a, b, weights="quadratic")
-    )
-    # Bins missing from both ratings: the fixed 0..4 scale, not the ranks of present labels.
-    c, d = np.array([0, 4, 4, 0, 2]), np.array([0, 4, 2, 0, 4])
-    assert quadratic_weighted_kappa(c, d) == pytest.approx(
-        metrics.cohen_kappa_score(c, d, weights="quadratic", labels=list(range(5)))
-    )
+        metrics.cohen_kappa_score(a, b, weights="quadratic"), abs=1e-12)
+
+
+def test_qwk_with_an_empty_bin_is_the_references_inferred_categories():
+    """FIDELITY.md (knowledge QWK): the reference lets sklearn infer the categories from the data, so
+    a bin that neither rating uses drops out and the weights are squared rank differences."""
+    metrics = pytest.importorskip("sklearn.metrics")
+    # Bins 2 and 3 are empty: the categories are 0, 1, 4 with ranks 0, 1, 2.
+    a, b = np.array([0, 1, 4, 4, 1, 0, 4, 1]), np.array([0, 4, 4, 1, 1, 0, 0, 4])
+    reference = metrics.cohen_kappa_score(a, b, weights="quadratic")
+    fixed_scale = metrics.cohen_kappa_score(a, b, weights="quadratic", labels=list(range(5)))
+    assert abs(reference - fixed_scale) > 0.05  # the two readings really differ here
+    assert quadratic_weighted_kappa(a, b) == pytest.approx(reference, abs=1e-12)
+    # Random sets with one or more bins left out, as a set's own cutoffs can leave them.
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        present = rng.choice(5, size=int(rng.integers(2, 5)), replace=False)
+        x, y = rng.choice(present, size=40), rng.choice(present, size=40)
+        if np.union1d(x, y).size < 2:
+            continue
+        assert quadratic_weighted_kappa(x, y) == pytest.approx(
+            metrics.cohen_kappa_score(x, y, weights="quadratic"), abs=1e-12)
 
 
 def test_qwk_degenerate_inputs():
     assert quadratic_weighted_kappa([0, 3, 4, 1], [0, 3, 4, 1]) == 1.0
-    assert quadratic_weighted_kappa([2, 2, 2], [2, 2, 2]) == 1.0
+    # One category in both ratings: 0/0, which sklearn (the reference's call) reports as NaN.
+    assert np.isnan(quadratic_weighted_kappa([2, 2, 2], [2, 2, 2]))
     assert np.isnan(quadratic_weighted_kappa([], []))
+    with pytest.raises(ValueError, match=r"integers in 0\.\.4"):
+        quadratic_weighted_kappa([0, 5], [0, 1])
 
 
 def test_cutoffs_file_round_trip(tmp_path):

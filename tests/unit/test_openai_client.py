@@ -103,7 +103,7 @@ def test_is_reasoning_model(name, reasoning):
 
 
 def test_paper_judge_payload_is_exact():
-    """GPT-5 mini judge (SPEC §3): effort low, 15,000 completion tokens; temperature 1 is the
+    """GPT-5 mini judge (docs/protocol.md §3): effort low, 15,000 completion tokens; temperature 1 is the
     default and is left out."""
     payload = chat_payload(
         "gpt-5-mini-2025-08-07", JUDGE_MESSAGES, temperature=1.0, reasoning_effort="low", max_tokens=15000
@@ -117,7 +117,7 @@ def test_paper_judge_payload_is_exact():
 
 
 def test_gpt41_baseline_payload_is_exact():
-    """Prompted baselines on GPT-4.1 (SPEC §5, §8): temperature 0, at most 4,000 tokens."""
+    """Prompted baselines on GPT-4.1 (docs/protocol.md §5, §8): temperature 0, at most 4,000 tokens."""
     messages = [
         {"role": "system", "content": "You are a student."},
         {"role": "user", "content": "Turn 1 (Tutor): hi"},
@@ -133,7 +133,7 @@ def test_gpt41_baseline_payload_is_exact():
 
 
 def test_reasoning_baseline_payload_drops_sampling_settings():
-    """Reasoning baseline (SPEC §8): medium effort; temperature and top-p never reach a reasoning model."""
+    """Reasoning baseline (docs/protocol.md §8): medium effort; temperature and top-p never reach a reasoning model."""
     payload = chat_payload(
         "gpt-5-mini-2025-08-07",
         JUDGE_MESSAGES,

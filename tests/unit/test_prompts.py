@@ -1,4 +1,4 @@
-"""Fidelity rules of the prompts (SPEC §4, §5, §8), each named."""
+"""Fidelity rules of the prompts (docs/protocol.md §4, §5, §8), each named."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def _text(messages) -> str:
 
 
 def test_rule_trained_students_see_no_persona_and_no_profile():
-    """SPEC §8: the fine-tuned students are trained and run with persona none (no Oracle leak)."""
+    """docs/protocol.md §8: the fine-tuned students are trained and run with persona none (no Oracle leak)."""
     for messages in (student_messages(DIALOGUE, upto=3), student_messages(DIALOGUE, end_marker=True)):
         text = _text(messages)
         assert DIALOGUE.profile not in text and "numerators" not in text
@@ -50,7 +50,7 @@ def test_rule_persona_options_put_what_they_name():
 
 
 def test_rule_baselines_ocean_and_oracle():
-    """SPEC §5: the OCEAN baseline adds the persona, the Oracle the free-text profile; zero-shot neither."""
+    """docs/protocol.md §5: the OCEAN baseline adds the persona, the Oracle the free-text profile; zero-shot neither."""
     zero = _text(baseline_messages("zero-shot", DIALOGUE, 3))
     ocean = _text(baseline_messages("ocean", DIALOGUE, 3))
     oracle = _text(baseline_messages("oracle", DIALOGUE, 3))
@@ -60,7 +60,7 @@ def test_rule_baselines_ocean_and_oracle():
 
 
 def test_rule_baselines_read_a_numbered_plain_text_history():
-    """SPEC §8: prompted baselines read `Turn i (Student): ...`, up to the turn they predict."""
+    """docs/protocol.md §8: prompted baselines read `Turn i (Student): ...`, up to the turn they predict."""
     user = baseline_messages("zero-shot", DIALOGUE, 3)[1]["content"]
     assert "Turn 1 (Tutor): What is 3/4 of 20?\nTurn 2 (Student): idk\nTurn 3 (Tutor): What is 20 divided by 4?" in user
     assert "Turn 4" not in user
@@ -80,7 +80,7 @@ def test_rule_icl_shows_the_retrieved_dialogue_and_reasoning_the_criteria():
 
 
 def test_rule_end_marker_on_the_last_training_turn_only():
-    """SPEC §4: the end-of-dialogue marker is appended to the last turn in training (no space, as the reference)."""
+    """docs/protocol.md §4: the end-of-dialogue marker is appended to the last turn in training (no space, as the reference)."""
     messages = student_messages(DIALOGUE, end_marker=True)
     assert messages[-1]["content"] == f"5{END_OF_DIALOGUE}"
     assert sum(END_OF_DIALOGUE in m["content"] for m in messages) == 1
@@ -88,7 +88,7 @@ def test_rule_end_marker_on_the_last_training_turn_only():
 
 
 def test_rule_student_prompt_shape():
-    """SPEC §4: system prompt; first user message = question with answer, solution, explanations, and the
+    """docs/protocol.md §4: system prompt; first user message = question with answer, solution, explanations, and the
     tutor's opening; then student turns as assistant, tutor turns as user."""
     messages = student_messages(DIALOGUE, upto=3)
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
@@ -101,7 +101,7 @@ def test_rule_student_prompt_shape():
 
 
 def test_rule_kt_context_lists_all_kcs_whatever_is_asked():
-    """SPEC §8: the KT context lists all of the dialogue's KCs (level-3 + Default) in training and
+    """docs/protocol.md §8: the KT context lists all of the dialogue's KCs (level-3 + Default) in training and
     at evaluation; only the per-KC questions differ."""
     context = kt_context(DIALOGUE, DIALOGUE.turns[:1])
     for kc in ("Fractions of amounts", "Division", "Default"):
@@ -122,3 +122,15 @@ def test_rule_kt_training_context_equals_evaluation_context():
     evaluation = build_kt_prompt(tok, DIALOGUE, history, DIALOGUE.all_kcs)
     assert train["input_ids"][: train["context_len"]] == evaluation.input_ids[: evaluation.context_len]
     assert len(train["segments"]) == 1 and len(evaluation.segments) == 3
+
+
+def test_rule_classifiers_read_the_answer_key_and_the_candidate_as_the_last_numbered_turn():
+    """FIDELITY.md: the act and correctness classifiers see the question with its answer key and the
+    dialogue as numbered turns ending with the student turn to label (a candidate takes its place)."""
+    from simhub.prompts import act_messages, correctness_messages
+
+    for build in (act_messages, correctness_messages):
+        user = build(DIALOGUE.turns[:3], "It is 15", DIALOGUE)[1]["content"]
+        assert "Correct option: B" in user and "20 / 4 * 3 = 15" in user and "divided only" in user
+        assert user.endswith("Turn 3 (Tutor): What is 20 divided by 4?\nTurn 4 (Student): It is 15")
+        assert "Turn 1 (Tutor): What is 3/4 of 20?" in user
