@@ -1,0 +1,70 @@
+"""The learner and extractor a tutor bench names on the command line, built from the profile.
+
+* learner ``knowsim``: the knowledge-state learner speaking through the scripted stand-in;
+  ``knowsim:MODEL``: the same learner role-played by ``MODEL``;
+* extractor ``offline`` (MiniLM similarity), ``offline:lexical`` (word overlap), or ``MODEL``.
+
+``MODEL`` is an entry of the profile's ``simulators:`` or ``tutors:`` section: an OpenAI-compatible
+endpoint (``kind: openai``, asked for JSON) or a local model.
+"""
+
+from __future__ import annotations
+
+from simhub.config import Profile, cache_dir
+from simhub.errors import ConfigError, UnknownNameError
+from simhub.learners.chat import ChatModel, EndpointChat, LocalChat
+from simhub.learners.extract import Extractor, LLMExtractor, OfflineExtractor
+from simhub.learners.roleplay import Learner, RolePlayLearner, ScriptedLearner
+from simhub.models import LoadOptions
+
+LEARNERS = ("knowsim", "knowsim:MODEL")
+EXTRACTORS = ("offline", "offline:lexical", "MODEL")
+
+
+def model_names(profile: Profile | None) -> list[str]:
+    if profile is None:
+        return []
+    return list(dict.fromkeys([*profile.simulators, *profile.tutors]))
+
+
+def chat_model(name: str, profile: Profile | None, options: LoadOptions | None = None, *, field: str) -> ChatModel:
+    """The chat model of a profile entry named ``name`` (simulators first, then tutors)."""
+    if profile is not None:
+        for section, entries in (("simulators", profile.simulators), ("tutors", profile.tutors)):
+            config = entries.get(name)
+            if config is None:
+                continue
+            if config.kind == "openai":
+                return EndpointChat(config.endpoint, config.model, kind="simulator" if section == "simulators" else "tutor",
+                                    field=f"{section}.{name}.endpoint", default_cache=cache_dir("tutor-bench-endpoint"))
+            return LocalChat(config.ref(), options, name=name)
+    raise UnknownNameError("model", name, model_names(profile), field=field)
+
+
+def needed_models(learner: str, extractor: str) -> list[str]:
+    """The profile entries the learner and extractor names refer to (to provision only those)."""
+    out = []
+    if learner.startswith("knowsim:"):
+        out.append(learner.split(":", 1)[1])
+    if extractor not in ("offline", "offline:lexical"):
+        out.append(extractor)
+    return out
+
+
+def build_learner(name: str, profile: Profile | None, options: LoadOptions | None = None) -> Learner:
+    if name == "knowsim":
+        return ScriptedLearner()
+    if name.startswith("knowsim:"):
+        model = name.split(":", 1)[1]
+        if not model:
+            raise ConfigError("--learner knowsim:MODEL: name a model of the profile", field="learner")
+        return RolePlayLearner(chat_model(model, profile, options, field="learner"), name=name)
+    raise UnknownNameError("learner", name, LEARNERS, field="learner")
+
+
+def build_extractor(name: str, profile: Profile | None, options: LoadOptions | None = None) -> Extractor:
+    if name == "offline":
+        return OfflineExtractor("embedding", device=options.device if options else None)
+    if name == "offline:lexical":
+        return OfflineExtractor("lexical")
+    return LLMExtractor(chat_model(name, profile, options, field="extractor"), name=name)
