@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -22,7 +23,7 @@ def _rescore(args: argparse.Namespace) -> int:
     from simhub.cache import fingerprint
     from simhub.errors import DataError
     from simhub.tutoring import format_results, read_trace, rescore_trace, summarize
-    from simhub.tutoring.bench import TRACES
+    from simhub.tutoring.bench import RUN_FILE, TRACES
     from simhub.tutoring.results import BenchResults
 
     preset = _preset(args)
@@ -31,9 +32,15 @@ def _rescore(args: argparse.Namespace) -> int:
     if not files:
         raise DataError(f"{args.output}: no traces to rescore (expected {folder}/*.json)", file=str(args.output))
     traces = [rescore_trace(read_trace(f), preset, file=str(f)) for f in files]
-    traces.sort(key=lambda t: (t.tutor, t.item, t.level))
+    order = None
+    run_file = Path(args.output) / RUN_FILE
+    if run_file.is_file():
+        try:
+            order = json.loads(run_file.read_text()).get("tutors")
+        except ValueError:
+            order = None
     results = summarize(traces, preset=args.preset, settings={"rescored": True, "preset_fields": msgspec.to_builtins(preset)},
-                        n_resamples=args.bootstrap, seed=args.seed)
+                        n_resamples=args.bootstrap, seed=args.seed, tutor_order=order)
     suffix = f"-{fingerprint(args.set)[:8]}" if args.set else ""
     path = Path(args.output) / f"rescored-{args.preset}{suffix}.json"
     from simhub.schema import atomic_write_bytes
@@ -97,7 +104,8 @@ def _tutor_bench(args: argparse.Namespace) -> int:
             print(f"  {done['n']} conversations written", file=sys.stderr)
 
     traces = bench.run(items, levels, on_trace=progress)
-    results = summarize(traces, preset=args.preset, settings=bench.settings(), n_resamples=args.bootstrap, seed=args.seed)
+    results = summarize(traces, preset=args.preset, settings=bench.settings(), n_resamples=args.bootstrap, seed=args.seed,
+                        tutor_order=[t.id for t in tutors])
     path = write_results(results, args.output)
     print(format_results(results))
     print(f"model calls: {bench.calls} (answered from the cache: {bench.cache_hits})")

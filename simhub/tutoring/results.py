@@ -116,6 +116,8 @@ def _value(m: ConversationMetrics, name: str) -> float:
 def _estimate(values: Sequence[float], clusters: Sequence[str], n_resamples: int, seed: int) -> Estimate:
     if not values:
         return Estimate(mean=None, ci95=None, n=0)
+    if len(set(clusters)) < 2:  # one item: a mean, but nothing to resample
+        return Estimate(mean=float(np.mean(values)), ci95=None, n=len(values))
     r = cluster_mean_ci(values, clusters, n_resamples=n_resamples, seed=seed)
     return Estimate(mean=r.mean, ci95=r.ci, n=r.n)
 
@@ -137,6 +139,8 @@ def _marginal(values: list[float], clusters: list[str], levels: list[str], n_res
             means.append(float(x[sel].mean()))
         return float(np.mean(means))
 
+    if len(set(clusters)) < 2:  # one item: a mean, but nothing to resample
+        return Estimate(mean=stat(np.arange(len(values))), ci95=None, n=len(values))
     r = cluster_bootstrap(clusters, stat, n_resamples=n_resamples, seed=seed)
     return Estimate(mean=r.estimate, ci95=r.ci, n=len(values))
 
@@ -157,10 +161,16 @@ def _ranks(means: dict[str, float | None], higher_better: bool) -> dict[str, flo
 
 
 def summarize(traces: Sequence[Trace], *, preset: str, settings: dict[str, Any] | None = None,
-              n_resamples: int = 2000, seed: int = 0) -> BenchResults:
+              n_resamples: int = 2000, seed: int = 0, tutor_order: Sequence[str] | None = None) -> BenchResults:
+    """The results of a run's traces. Tutors come in ``tutor_order`` (else first appearance); the
+    traces are put in a canonical order first, because the bootstrap's draws index items in order of
+    first appearance: the same traces then give the same intervals however they were read."""
     from simhub import __version__
 
-    tutors = list(dict.fromkeys(t.tutor for t in traces))
+    seen = list(dict.fromkeys(t.tutor for t in traces))
+    tutors = [t for t in (tutor_order or ()) if t in seen] + [t for t in seen if t not in (tutor_order or ())]
+    rank = {t: i for i, t in enumerate(tutors)}
+    traces = sorted(traces, key=lambda t: (rank[t.tutor], t.item, LEVELS.index(t.level) if t.level in LEVELS else 9))
     levels = [lv for lv in LEVELS if any(t.level == lv for t in traces)]
     per_tutor: list[TutorResult] = []
     for tutor in tutors:
@@ -219,6 +229,11 @@ def _compare(traces: Sequence[Trace], tutors: list[str], levels: list[str], n_re
                     continue
                 xa = [_value(index[(a, i, lv)].metrics, m) for i, lv in keys]
                 xb = [_value(index[(b, i, lv)].metrics, m) for i, lv in keys]
+                if len({i for i, _ in keys}) < 2:  # one item: a difference, but no test
+                    diff = float(np.mean(xa) - np.mean(xb))
+                    out.append(Comparison(a=a, b=b, metric=m, level=level, n=len(keys), a_mean=float(np.mean(xa)),
+                                          b_mean=float(np.mean(xb)), diff=diff, ci95=None, p=None, p_holm=None))
+                    continue
                 r = paired_compare(xa, xb, [i for i, _ in keys], test="permutation", n_resamples=n_resamples,
                                    n_permutations=n_resamples, seed=seed)
                 out.append(Comparison(a=a, b=b, metric=m, level=level, n=r.n, a_mean=r.a, b_mean=r.b, diff=r.diff,
@@ -307,7 +322,9 @@ def format_results(results: BenchResults) -> str:
         for c in pooled:
             if c.diff is None:
                 continue
-            lines.append(f"  {c.a} - {c.b}  {c.metric}: {c.diff:+.3f}  p={c.p:.4f}  p_holm={c.p_holm:.4f}  n={c.n}")
+            p = "-" if c.p is None else f"{c.p:.4f}"
+            ph = "-" if c.p_holm is None else f"{c.p_holm:.4f}"
+            lines.append(f"  {c.a} - {c.b}  {c.metric}: {c.diff:+.3f}  p={p}  p_holm={ph}  n={c.n}")
     lines.append("")
     lines.append(f"{results.conversations} conversations, {results.failed} failed, {results.flagged_turns} flagged turns")
     return "\n".join(lines)
