@@ -125,8 +125,15 @@ def _seed(seed: int, conv: str, turn: int, side: str) -> int:
     return int(fingerprint([seed, conv, turn, side])[:8], 16)
 
 
+_GRAPH_KEYS: dict[int, tuple[ValidatedGraph, str]] = {}
+
+
 def _graph_key(graph: ValidatedGraph) -> str:
-    return fingerprint(msgspec.to_builtins(graph.graph))
+    """The content hash of a graph, computed once per graph object (every cache key holds it)."""
+    hit = _GRAPH_KEYS.get(id(graph))
+    if hit is None or hit[0] is not graph:
+        hit = _GRAPH_KEYS[id(graph)] = (graph, fingerprint(msgspec.to_builtins(graph.graph)))
+    return hit[1]
 
 
 class Bench:

@@ -30,7 +30,7 @@ import msgspec
 import numpy as np
 
 from simhub.errors import DataError, SimhubError
-from simhub.evaluation.stats import cluster_bootstrap, cluster_mean_ci, holm, paired_compare
+from simhub.evaluation.stats import cluster_mean_ci, holm, paired_compare
 from simhub.learners.graph import validate_graph
 from simhub.learners.metrics import FAILURE_MODES, ConversationMetrics, conversation_metrics
 from simhub.learners.presets import Preset
@@ -123,26 +123,40 @@ def _estimate(values: Sequence[float], clusters: Sequence[str], n_resamples: int
 
 
 def _marginal(values: list[float], clusters: list[str], levels: list[str], n_resamples: int, seed: int) -> Estimate:
-    """The mean of the level means, with item resamples (statistic recomputed per resample)."""
+    """The mean of the level means, with an item-bootstrap percentile interval.
+
+    Each resample draws the items with replacement (an item's conversations at every level move
+    together) and recomputes every level's mean and their mean. It is computed from per-item,
+    per-level sums and counts, so a resample is a weighted sum rather than a rebuilt dataset; a
+    resample that misses a level entirely is dropped.
+    """
     if not values:
         return Estimate(mean=None, ci95=None, n=0)
-    x = np.asarray(values, dtype=float)
-    lv = np.asarray(levels)
     names = sorted(set(levels))
-
-    def stat(idx: np.ndarray) -> float | None:
-        means = []
-        for name in names:
-            sel = idx[lv[idx] == name]
-            if not len(sel):
-                return None
-            means.append(float(x[sel].mean()))
-        return float(np.mean(means))
-
-    if len(set(clusters)) < 2:  # one item: a mean, but nothing to resample
-        return Estimate(mean=stat(np.arange(len(values))), ci95=None, n=len(values))
-    r = cluster_bootstrap(clusters, stat, n_resamples=n_resamples, seed=seed)
-    return Estimate(mean=r.estimate, ci95=r.ci, n=len(values))
+    items = list(dict.fromkeys(clusters))
+    code = {c: i for i, c in enumerate(items)}
+    sums = np.zeros((len(items), len(names)))
+    counts = np.zeros((len(items), len(names)))
+    for v, c, lv in zip(values, clusters, levels, strict=True):
+        sums[code[c], names.index(lv)] += v
+        counts[code[c], names.index(lv)] += 1
+    mean = float(np.mean(sums.sum(0) / counts.sum(0)))
+    if len(items) < 2:  # one item: a mean, but nothing to resample
+        return Estimate(mean=mean, ci95=None, n=len(values))
+    rng = np.random.default_rng(seed)
+    stats = []
+    for start in range(0, n_resamples, 1000):
+        k = min(1000, n_resamples - start)
+        draws = rng.integers(0, len(items), size=(k, len(items)))
+        weights = np.stack([np.bincount(row, minlength=len(items)) for row in draws]).astype(float)
+        n = weights @ counts
+        with np.errstate(invalid="ignore", divide="ignore"):
+            level_means = (weights @ sums) / n
+        stats.append(np.where((n > 0).all(axis=1), level_means.mean(axis=1), np.nan))
+    s = np.concatenate(stats)
+    s = s[np.isfinite(s)]
+    ci = (float(np.percentile(s, 2.5)), float(np.percentile(s, 97.5))) if len(s) else None
+    return Estimate(mean=mean, ci95=ci, n=len(values))
 
 
 def _ranks(means: dict[str, float | None], higher_better: bool) -> dict[str, float]:
