@@ -52,12 +52,42 @@ def _rescore(args: argparse.Namespace) -> int:
     return 0
 
 
+def _agree(args: argparse.Namespace, human_csv: str, run_dir: str) -> int:
+    import msgspec
+
+    from simhub.errors import DataError
+    from simhub.schema import atomic_write_bytes
+    from simhub.tutoring import read_trace
+    from simhub.tutoring.agree import agreement, format_agreement, read_human
+    from simhub.tutoring.bench import TRACES
+
+    folder = Path(run_dir) / TRACES
+    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if not files:
+        raise DataError(f"{run_dir}: no traces (expected {folder}/*.json)", file=str(run_dir))
+    result = agreement(read_human(human_csv), [read_trace(f) for f in files], threshold=args.threshold,
+                       seed=args.seed)
+    path = Path(run_dir) / "agreement.json"
+    atomic_write_bytes(path, msgspec.json.format(msgspec.json.encode(result), indent=2))
+    print(format_agreement(result))
+    print(f"-> {path}")
+    return 0
+
+
 def _tutor_bench(args: argparse.Namespace) -> int:
+    from simhub.errors import ConfigError
+
+    if args.action:
+        if args.action[0] != "agree" or len(args.action) != 3:
+            raise ConfigError(f"unexpected arguments {' '.join(args.action)!r}; the subcommand is "
+                              f"`simhub tutor-bench agree HUMAN.csv RUN_DIR`", field="action")
+        return _agree(args, args.action[1], args.action[2])
+    if not args.output:
+        raise ConfigError("--output: the run folder is required", field="output")
     if args.rescore:
         return _rescore(args)
     from simhub.cli.common import profile_for
     from simhub.config import load_profile
-    from simhub.errors import ConfigError
     from simhub.simulation import load_options
     from simhub.tutoring import (
         Bench,
@@ -114,7 +144,11 @@ def _tutor_bench(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("tutor-bench", help="rank tutors by what a knowledge-state learner learns from them (KG, DC, CO)")
+    p = sub.add_parser("tutor-bench", help="rank tutors by what a knowledge-state learner learns from them (KG, DC, CO)",
+                       description="Run a tutor bench (--output DIR), rescore one (--rescore), or check it against "
+                                   "human ratings: simhub tutor-bench agree HUMAN.csv RUN_DIR.")
+    p.add_argument("action", nargs="*", metavar="agree HUMAN.csv RUN_DIR",
+                   help="KnowSim's validation protocol against human ratings (docs/tutor-bench.md)")
     add_profile(p)
     p.add_argument("--tutor", action="append", help="a tutor: scripted:stepwise, scripted:dump, or one of the "
                    "profile's tutors: (repeatable)")
@@ -132,7 +166,9 @@ def register(sub) -> None:
     p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a preset field (repeatable)")
     p.add_argument("--full-length", action="store_true", help="run every conversation to the turn cap; the turn the "
                    "rules would have stopped it is recorded (the virtual early stop)")
-    p.add_argument("--output", required=True, help="the run folder: traces/, run.json, results.json")
+    p.add_argument("--output", help="the run folder: traces/, run.json, results.json")
+    p.add_argument("--threshold", type=float, default=0.15, help="agree: the |Cliff's delta| of a high-signal "
+                   "human contrast (default 0.15)")
     p.add_argument("--rescore", action="store_true", help="recompute every metric from the folder's traces (under "
                    "--preset/--set) with no model call; writes rescored-PRESET.json")
     p.add_argument("--batch", type=int, default=16, help="conversations advanced together (default 16)")
