@@ -114,7 +114,7 @@ def _tutor_bench(args: argparse.Namespace) -> int:
     sims = [m for m in models if m in raw.simulators]
     profile = profile_for(args, metrics=[], simulators=sims or [], tutors=profile_tutors, loaded=raw)
     options = load_options(profile)
-    learner = build_learner(args.learner, profile, options)
+    learner = build_learner(args.learner, profile, options, max_tokens=args.max_tokens)
     extractor = build_extractor(args.extractor, profile, options)
     tutors = [build_bench_tutor(t, profile, options) for t in dict.fromkeys(args.tutor)]
     items = load_items(args.items, args.n)

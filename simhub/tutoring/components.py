@@ -51,14 +51,15 @@ def needed_models(learner: str, extractor: str) -> list[str]:
     return out
 
 
-def build_learner(name: str, profile: Profile | None, options: LoadOptions | None = None) -> Learner:
+def build_learner(name: str, profile: Profile | None, options: LoadOptions | None = None, *,
+                  max_tokens: int = 400) -> Learner:
     if name == "knowsim":
         return ScriptedLearner()
     if name.startswith("knowsim:"):
         model = name.split(":", 1)[1]
         if not model:
             raise ConfigError("--learner knowsim:MODEL: name a model of the profile", field="learner")
-        return RolePlayLearner(chat_model(model, profile, options, field="learner"), name=name)
+        return RolePlayLearner(chat_model(model, profile, options, field="learner"), name=name, max_tokens=max_tokens)
     raise UnknownNameError("learner", name, LEARNERS, field="learner")
 
 

@@ -247,3 +247,19 @@ def test_the_default_offline_extractor_runs_on_minilm(tmp_path):
     assert trace.models["extractor"]["similarity"] == "embedding"
     assert trace.metrics.kg > 0 and trace.turns[0].record.explained
     assert msgspec.json.decode(file.read_bytes())["kind"] == "simhub-tutor-bench-trace"
+
+
+def test_local_models_as_tutor_and_learner(tmp_path, tiny_profile):
+    from tests.conftest import TINY_PROFILE
+
+    out = tmp_path / "tiny"
+    assert main(["tutor-bench", "--profile", TINY_PROFILE, "--tutor", "tiny-tutor", "--tutor", "scripted:dump",
+                 "--learner", "knowsim:tiny-student", "--n", "2", "--levels", "novice", "--max-tokens", "12",
+                 "--set", "max_turns=3", "--output", str(out), "--no-cache", *FAST]) == 0
+    results = _results(out)
+    assert results["failed"] == 0 and results["conversations"] == 4
+    trace = read_trace(next(p for p in (out / TRACES).glob("*.json") if p.name.startswith("tiny-tutor")))
+    assert trace.models["tutor"]["kind"] == "model" and trace.models["learner"]["model"]["kind"] == "model"
+    assert len(trace.turns) == 3 and all(t.tutor is not None for t in trace.turns)
+    # An untrained model cannot write the learner's JSON: its text is the message, and the turn is flagged.
+    assert all(t.learner_flag for t in trace.turns) and results["flagged_turns"] >= 3
