@@ -98,7 +98,7 @@ def _tutor_bench(args: argparse.Namespace) -> int:
         parse_levels,
         summarize,
     )
-    from simhub.tutoring.components import build_extractor, build_learner, needed_models
+    from simhub.tutoring.components import OFFLINE, build_extractor, build_learner, needed_models
     from simhub.tutoring.results import write_results
     from simhub.tutoring.tutors import SCRIPTED, check_tutor_names
 
@@ -116,6 +116,13 @@ def _tutor_bench(args: argparse.Namespace) -> int:
     options = load_options(profile)
     learner = build_learner(args.learner, profile, options, max_tokens=args.max_tokens)
     extractor = build_extractor(args.extractor, profile, options)
+    compare = args.compare_extractor
+    if compare == "auto":  # the stand-in's agreement with an LLM extractor is reported whenever one runs
+        compare = "offline" if args.extractor not in OFFLINE else "none"
+    if compare not in (*OFFLINE, "none"):
+        raise ConfigError(f"--compare-extractor: {compare!r} is not auto, none, offline or offline:lexical",
+                          field="compare_extractor")
+    shadow = build_extractor(compare, profile, options) if compare != "none" and compare != args.extractor else None
     tutors = [build_bench_tutor(t, profile, options) for t in dict.fromkeys(args.tutor)]
     items = load_items(args.items, args.n)
     bench = Bench(tutors, learner, extractor, preset,
@@ -124,7 +131,7 @@ def _tutor_bench(args: argparse.Namespace) -> int:
                   args.output, preset_name=args.preset,
                   info={"profile": raw.source or raw.name, "items": args.items, "n": args.n, "levels": levels,
                         "tutors": list(dict.fromkeys(args.tutor)), "learner_name": args.learner,
-                        "extractor_name": args.extractor})
+                        "extractor_name": args.extractor}, shadow=shadow)
     done = {"n": 0}
     total = len(tutors) * len(items) * len(levels)
 
@@ -156,6 +163,9 @@ def register(sub) -> None:
                    "learner) or knowsim:MODEL (a profile model role-plays it) (default: knowsim)")
     p.add_argument("--extractor", default="offline", help="the per-turn signal extractor: offline (MiniLM stand-in), "
                    "offline:lexical, or a profile model (an OpenAI-compatible endpoint in JSON mode) (default: offline)")
+    p.add_argument("--compare-extractor", default="auto", help="a second extractor run on every turn only to report "
+                   "its agreement (Cohen's kappa): auto (offline when --extractor is a model, else none), none, "
+                   "offline, offline:lexical")
     p.add_argument("--items", default="sample", help="sample (the sample corpus's questions and their shipped IU "
                    "graphs) or an IU graph file whose graphs carry their question (default: sample)")
     p.add_argument("--levels", default="novice,intermediate,advanced", help="comma-separated: novice, intermediate, "

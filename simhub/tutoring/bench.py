@@ -141,21 +141,24 @@ class Bench:
 
     def __init__(self, tutors: Sequence[BenchTutor], learner: Learner, extractor: Extractor, preset: Preset,
                  options: BenchOptions, output: str | os.PathLike[str], *, preset_name: str = "paper",
-                 info: Mapping[str, Any] | None = None):
+                 info: Mapping[str, Any] | None = None, shadow: Extractor | None = None):
         self.tutors, self.learner, self.extractor, self.preset = list(tutors), learner, extractor, preset
+        #: A second extractor run on every turn, only to report its agreement with ``extractor``.
+        self.shadow = shadow
         self.options, self.output, self.preset_name = options, Path(output), preset_name
         self.info = dict(info or {})
         from simhub.config import cache_root
 
         self.cache = None if options.no_cache else ContentCache(cache_root(options.cache_dir), "tutor-bench")
-        self.calls = {"learner": 0, "tutor": 0, "extractor": 0}
+        self.calls = {"learner": 0, "tutor": 0, "extractor": 0, **({"shadow": 0} if shadow else {})}
         self.cache_hits = 0
 
     # ------------------------------------------------------------------------------- run settings
 
     def settings(self) -> dict[str, Any]:
         """What every trace of this folder must share (a resumed run must match it)."""
-        return {"learner": self.learner.describe(), "extractor": self.extractor.describe(), "preset": self.preset_name,
+        return {"learner": self.learner.describe(), "extractor": self.extractor.describe(),
+                "shadow_extractor": self.shadow.describe() if self.shadow else None, "preset": self.preset_name,
                 "preset_fields": msgspec.to_builtins(self.preset), "seed": self.options.seed,
                 "full_length": self.options.full_length, "temperature": self.options.temperature,
                 "max_tokens": self.options.max_tokens}
@@ -295,26 +298,31 @@ class Bench:
     def _extract_step(self, convs: list[_Conv], turn: int) -> None:
         requests = [ExtractRequest(c.item.graph, c.state, tuple(c.history[:-2]), c.history[-2][1], c.history[-1][1],
                                    c.item.question) for c in convs]
-        me = self.extractor.describe()
+        answers = self._extract("extractor", self.extractor, requests)
+        shadows = self._extract("shadow", self.shadow, requests) if self.shadow else [None] * len(convs)
+        for c, a, sh in zip(convs, answers, shadows, strict=True):
+            if a.error is not None:
+                c.done, c.failed, c.stop = True, a.error if a.error.startswith("extractor") else f"extractor: {a.error}", \
+                    "failed"
+                continue
+            self._advance(c, turn, a, sh.signals if sh is not None and sh.error is None and not sh.flagged else None)
+
+    def _extract(self, side: str, extractor: Extractor, requests: list[ExtractRequest]) -> list[Extraction]:
+        me = extractor.describe()
         keys = [fingerprint(["extractor", me, _graph_key(r.graph), r.state.states, r.history, r.learner_message,
                              r.tutor_message]) for r in requests]
 
         def compute(todo: list[int]) -> list[Extraction]:
             try:
-                return self.extractor.extract([requests[i] for i in todo])
+                return extractor.extract([requests[i] for i in todo])
             except Exception as exc:  # an extractor that raises fails these conversations; the run goes on
                 return [Extraction(error=f"extractor: {type(exc).__name__}: {str(exc)[:200]}") for _ in todo]
 
-        answers = self._cached("extractor", keys, compute, ok=lambda a: a.error is None,
-                               encode=msgspec.to_builtins, decode=lambda d: msgspec.convert(d, Extraction))
-        for c, a in zip(convs, answers, strict=True):
-            if a.error is not None:
-                c.done, c.failed, c.stop = True, a.error if a.error.startswith("extractor") else f"extractor: {a.error}", \
-                    "failed"
-                continue
-            self._advance(c, turn, a)
+        return self._cached(side, keys, compute, ok=lambda a: a.error is None, encode=msgspec.to_builtins,
+                            decode=lambda d: msgspec.convert(d, Extraction))
 
-    def _advance(self, c: _Conv, turn: int, extraction: Extraction) -> None:
+    def _advance(self, c: _Conv, turn: int, extraction: Extraction,
+                 shadow: dict[str, IUSignal] | None = None) -> None:
         graph = c.item.graph
         signals = extraction.signals
         try:
@@ -327,7 +335,8 @@ class Bench:
         c.turns.append(TraceTurn(turn=turn, learner=c.history[-2][1], tutor=c.history[-1][1], signals=dict(signals),
                                  record=record, learner_thought=said.thought, attempt_verify=said.attempt_verify,
                                  mode=view.mode, density=round(view.density, 6), learner_flag=said.flagged,
-                                 extractor_flag=extraction.flagged, tutor_ended=c.stop == "tutor_end"))
+                                 extractor_flag=extraction.flagged, tutor_ended=c.stop == "tutor_end",
+                                 shadow_signals=dict(shadow) if shadow is not None else None))
         c.records.append(record)
         c.state = record.state
         if c.stop == "tutor_end":
@@ -348,7 +357,8 @@ class Bench:
                      truncated=c.truncated, virtual_stop_turn=early.turn if early else None,
                      virtual_stop_reason=early.reason if early else None, full_length=self.options.full_length,
                      models={"tutor": c.tutor.describe(), "learner": self.learner.describe(),
-                             "extractor": self.extractor.describe()},
+                             "extractor": self.extractor.describe(),
+                             **({"shadow_extractor": self.shadow.describe()} if self.shadow else {})},
                      seed=self.options.seed, failed=c.failed, metrics=metrics)
 
 

@@ -19,6 +19,7 @@ from simhub.models import LoadOptions
 
 LEARNERS = ("knowsim", "knowsim:MODEL")
 EXTRACTORS = ("offline", "offline:lexical", "MODEL")
+OFFLINE = ("offline", "offline:lexical")
 
 
 def model_names(profile: Profile | None) -> list[str]:
@@ -46,7 +47,7 @@ def needed_models(learner: str, extractor: str) -> list[str]:
     out = []
     if learner.startswith("knowsim:"):
         out.append(learner.split(":", 1)[1])
-    if extractor not in ("offline", "offline:lexical"):
+    if extractor not in OFFLINE:
         out.append(extractor)
     return out
 

@@ -90,6 +90,17 @@ class Comparison(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     p_holm: float | None
 
 
+class ExtractorAgreement(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Cohen's κ between the run's extractor and the comparison extractor, over every (turn, IU) label
+    of turns where both answered (flagged turns left out)."""
+
+    against: str
+    labels: int
+    teaching_quality: float | None
+    user_attempt_type: float | None
+    teaching_quality_accuracy: float | None
+
+
 class BenchResults(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     schema_version: int = RESULTS_VERSION
     kind: str = RESULTS_KIND
@@ -105,6 +116,7 @@ class BenchResults(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     comparisons: list[Comparison]
     failures: list[dict[str, str]]
     settings: dict[str, Any] = msgspec.field(default_factory=dict)
+    extractor_agreement: ExtractorAgreement | None = None
     n_resamples: int = 2000
     seed: int = 0
 
@@ -225,7 +237,8 @@ def summarize(traces: Sequence[Trace], *, preset: str, settings: dict[str, Any] 
         created=datetime.now(UTC).isoformat(timespec="seconds"), simhub_version=__version__, preset=preset,
         levels=levels, items=len({t.item for t in traces}), conversations=len(traces), failed=len(failures),
         flagged_turns=sum(t.flagged_turns for t in traces), tutors=per_tutor, comparisons=comparisons,
-        failures=failures, settings=dict(settings or {}), n_resamples=n_resamples, seed=seed)
+        failures=failures, settings=dict(settings or {}), extractor_agreement=extractor_agreement(traces),
+        n_resamples=n_resamples, seed=seed)
 
 
 def _compare(traces: Sequence[Trace], tutors: list[str], levels: list[str], n_resamples: int,
@@ -256,6 +269,46 @@ def _compare(traces: Sequence[Trace], tutors: list[str], levels: list[str], n_re
     for c, p in zip(out, adjusted, strict=True):
         c.p_holm = p
     return out
+
+
+def cohen_kappa(a: Sequence[str], b: Sequence[str]) -> float | None:
+    """Cohen's κ of two label sequences (None when empty; 1.0 when both use one and the same label)."""
+    n = len(a)
+    if n == 0 or n != len(b):
+        return None
+    observed = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    ca, cb = Counter(a), Counter(b)
+    expected = sum(ca[k] * cb.get(k, 0) for k in ca) / (n * n)
+    if expected >= 1.0:
+        return 1.0 if observed == 1.0 else 0.0
+    return (observed - expected) / (1 - expected)
+
+
+def extractor_agreement(traces: Sequence[Trace]) -> ExtractorAgreement | None:
+    pairs_tq: tuple[list[str], list[str]] = ([], [])
+    pairs_at: tuple[list[str], list[str]] = ([], [])
+    against = None
+    for t in traces:
+        if t.failed is not None:
+            continue
+        against = against or (t.models.get("shadow_extractor") or {}).get("id")
+        for turn in t.turns:
+            if turn.shadow_signals is None or turn.extractor_flag:
+                continue
+            for iu, s in turn.signals.items():
+                other = turn.shadow_signals.get(iu)
+                if other is None:
+                    continue
+                pairs_tq[0].append(s.teaching_quality)
+                pairs_tq[1].append(other.teaching_quality)
+                pairs_at[0].append(s.user_attempt_type)
+                pairs_at[1].append(other.user_attempt_type)
+    if not pairs_tq[0]:
+        return None
+    n = len(pairs_tq[0])
+    return ExtractorAgreement(against=against or "shadow", labels=n, teaching_quality=cohen_kappa(*pairs_tq),
+                              user_attempt_type=cohen_kappa(*pairs_at),
+                              teaching_quality_accuracy=sum(x == y for x, y in zip(*pairs_tq, strict=True)) / n)
 
 
 # ------------------------------------------------------------------------------------------ rescoring
@@ -339,6 +392,14 @@ def format_results(results: BenchResults) -> str:
             p = "-" if c.p is None else f"{c.p:.4f}"
             ph = "-" if c.p_holm is None else f"{c.p_holm:.4f}"
             lines.append(f"  {c.a} - {c.b}  {c.metric}: {c.diff:+.3f}  p={p}  p_holm={ph}  n={c.n}")
+    ea = results.extractor_agreement
+    if ea is not None:
+        def k(v: float | None) -> str:
+            return "-" if v is None else f"{v:.3f}"
+
+        lines.append("")
+        lines.append(f"extractor agreement with {ea.against} over {ea.labels} labels: kappa teaching_quality "
+                     f"{k(ea.teaching_quality)}, user_attempt_type {k(ea.user_attempt_type)}")
     lines.append("")
     lines.append(f"{results.conversations} conversations, {results.failed} failed, {results.flagged_turns} flagged turns")
     return "\n".join(lines)

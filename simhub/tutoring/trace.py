@@ -42,6 +42,8 @@ class TraceTurn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_d
     learner_flag: str | None = None
     extractor_flag: str | None = None
     tutor_ended: bool = False
+    #: The comparison extractor's signals of the same turn (its agreement with the main one is reported).
+    shadow_signals: dict[str, IUSignal] | None = None
 
 
 class Trace(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -162,8 +162,8 @@ def test_a_whole_conversation_through_endpoint_doubles(tmp_path, fake_openai, ca
     profile = _endpoint_profile(tmp_path, fake_openai.base_url)
     out = tmp_path / "api"
     assert main(["tutor-bench", "--profile", str(profile), "--tutor", "api-tutor", "--learner", "knowsim:api-learner",
-                 "--extractor", "api-extractor", "--n", "1", "--levels", "novice", "--output", str(out), "--no-cache",
-                 "--bootstrap", "200"]) == 0
+                 "--extractor", "api-extractor", "--compare-extractor", "offline:lexical", "--n", "1", "--levels",
+                 "novice", "--output", str(out), "--no-cache", "--bootstrap", "200"]) == 0
     (file,) = (out / TRACES).glob("*.json")
     trace = read_trace(file)
     assert trace.failed is None and trace.models["learner"]["kind"] == "roleplay"
@@ -180,6 +180,11 @@ def test_a_whole_conversation_through_endpoint_doubles(tmp_path, fake_openai, ca
     assert t2.extractor_flag == "not JSON" and t2.record.n_up == 0 and not t2.record.explained
     results = _results(out)
     assert results["flagged_turns"] >= 1 and results["failed"] == 0
+    # The stand-in ran beside the LLM extractor on every turn; its agreement leaves the flagged turn out.
+    assert t1.shadow_signals is not None and set(t1.shadow_signals) == set(ids)
+    agreement = results["extractor_agreement"]
+    assert agreement["against"] == "offline:lexical" and agreement["labels"] == (len(trace.turns) - 1) * len(ids)
+    assert -1 <= agreement["teaching_quality"] <= 1
     # Each turn is one learner, one tutor and one extractor request.
     bodies = fake_openai.chat_requests()
     assert len(bodies) == 3 * len(trace.turns) and calls["extractor"] == len(trace.turns)

@@ -25,6 +25,15 @@ def test_one_sided_exact_binomial_matches_the_papers_table():
     assert binomial_greater(0, 5) == 1.0 and binomial_greater(5, 5) == 1 / 32
 
 
+def test_cohen_kappa_by_hand():
+    from simhub.tutoring.results import cohen_kappa
+
+    # observed 0.75; expected (2*3 + 2*1) / 16 = 0.5 -> kappa 0.5
+    assert cohen_kappa(["a", "a", "b", "b"], ["a", "a", "a", "b"]) == pytest.approx(0.5)
+    assert cohen_kappa(["x", "x"], ["x", "x"]) == 1.0
+    assert cohen_kappa([], []) is None
+
+
 def test_spearman_by_hand():
     rho, p = spearman([1, 2, 3, 4], [1, 3, 2, 4], n_permutations=2000)
     assert rho == pytest.approx(0.8)  # 1 - 6 * 2 / (4 * 15)
