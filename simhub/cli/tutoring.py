@@ -160,7 +160,8 @@ def register(sub) -> None:
     p.add_argument("--tutor", action="append", help="a tutor: scripted:stepwise, scripted:dump, or one of the "
                    "profile's tutors: (repeatable)")
     p.add_argument("--learner", default="knowsim", help="knowsim (the scripted stand-in voices the knowledge-state "
-                   "learner) or knowsim:MODEL (a profile model role-plays it) (default: knowsim)")
+                   "learner), knowsim:MODEL (a profile model role-plays it), or a stateless baseline zs:MODEL, "
+                   "zs-cot:MODEL, zs-cot-prof:MODEL (default: knowsim)")
     p.add_argument("--extractor", default="offline", help="the per-turn signal extractor: offline (MiniLM stand-in), "
                    "offline:lexical, or a profile model (an OpenAI-compatible endpoint in JSON mode) (default: offline)")
     p.add_argument("--compare-extractor", default="auto", help="a second extractor run on every turn only to report "

@@ -85,6 +85,10 @@ class LearnerRequest:
     turn: int
     last: TurnRecord | None = None
     seed: int = 0
+    #: For stateless baselines: the level, the state the conversation started from, a profile draw.
+    level: str = "novice"
+    initial: KnowledgeState | None = None
+    profile_seed: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +101,8 @@ class LearnerTurn:
     flagged: str | None = None
     #: The learner could not speak (an endpoint down): the conversation fails with this cause.
     error: str | None = None
+    #: The learner ended the conversation (a stateless baseline's end phrase).
+    end: bool = False
 
 
 class Learner(ABC):
@@ -227,3 +233,68 @@ def parse_learner_turn(text: str, mode: str = "") -> LearnerTurn:
                            attempt_verify=bool(data.get("attempt_verify", False)), mode=mode)
     message = " ".join(text.split())[:1000]
     return LearnerTurn(message=message or "...", mode=mode, flagged="the answer is not {thought, message, attempt_verify} JSON")
+
+
+BASELINE_STYLES = ("zs", "zs-cot", "zs-cot-prof")
+
+#: Profiles a ZS-CoT-Prof learner draws from by its seed (simhub's own, deliberately plain).
+PROFILES = (
+    "a secondary-school student who likes concrete examples and gets impatient with long explanations",
+    "an adult returning to maths after many years, careful and a little anxious about mistakes",
+    "a quick student who often guesses before thinking the steps through",
+    "a quiet student who rarely asks questions and tends to agree with the tutor",
+)
+
+
+class StatelessLearner(Learner):
+    """KnowSim's baselines: a prompted learner that never sees its state change.
+
+    ``zs`` knows its level only; ``zs-cot`` adds a hidden thought; ``zs-cot-prof`` adds a profile and
+    the initial state, never updated. It ends the conversation with an end phrase. The bench still
+    tracks the knowledge state through the extractor, so KG, DC and CO say what the rules make of
+    the conversation it had (KnowSim reports only IQ for its baselines).
+    """
+
+    def __init__(self, chat: ChatModel, style: str, *, name: str | None = None, temperature: float = 0.7,
+                 max_tokens: int = 400):
+        if style not in BASELINE_STYLES:
+            from simhub.errors import UnknownNameError
+
+            raise UnknownNameError("baseline learner", style, BASELINE_STYLES, field="learner")
+        self.chat, self.style, self.temperature, self.max_tokens = chat, style, temperature, max_tokens
+        self.id = name or style
+
+    def describe(self) -> dict[str, Any]:
+        from simhub.prompts.learners import PROMPT_VERSION
+
+        return {"id": self.id, "kind": "stateless", "style": self.style, "model": self.chat.describe(),
+                "prompt": PROMPT_VERSION, "temperature": self.temperature}
+
+    def speak(self, requests: Sequence[LearnerRequest]) -> list[LearnerTurn]:
+        from simhub.prompts.learners import END_PHRASE, baseline_learner_messages
+
+        prompts = []
+        for r in requests:
+            start = r.initial or r.state
+            s = start.ordinals()
+            g = r.graph
+            prompts.append(baseline_learner_messages(
+                r.question, r.history, level=r.level, style=self.style, turn=r.turn,
+                profile=PROFILES[r.profile_seed % len(PROFILES)],
+                known=[g.node(iu).concept for iu in g.order if s[iu] == KNOWS_WELL],
+                shaky=[g.node(iu).concept for iu in g.order if 0 < s[iu] < KNOWS_WELL],
+                unknown=[g.node(iu).concept for iu in g.order if s[iu] == 0]))
+        answers = self.chat.chat(prompts, json_mode=self.style != "zs", temperature=self.temperature,
+                                 max_tokens=self.max_tokens, seeds=[r.seed for r in requests])
+        out = []
+        for a in answers:
+            if not a.ok:
+                out.append(LearnerTurn(error=f"learner: {a.error}"))
+                continue
+            turn = parse_learner_turn(a.text) if self.style != "zs" else LearnerTurn(message=" ".join(a.text.split()))
+            message, end = turn.message, END_PHRASE in turn.message.lower()
+            if end:
+                cut = message.lower().rfind(END_PHRASE)
+                message = (message[:cut] + message[cut + len(END_PHRASE):]).strip(" .") or "Thanks."
+            out.append(dataclasses.replace(turn, message=message or "...", end=end))
+        return out

@@ -85,3 +85,39 @@ def extractor_messages(question: str, ius: Sequence[IU], states: Mapping[str, st
             f"The conversation before this turn:\n{_transcript(history)}\n\n"
             f"The learner's message:\n{learner_message}\n\nThe tutor's reply:\n{tutor_message}\n\nLabel every IU.")
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+#: What a stateless baseline is told about its level (simhub's wording; KnowSim gives a rough share).
+LEVEL_DESCRIPTORS = {
+    "novice": "You are new to this topic: you know roughly a fifth of the ideas the problem needs, mostly the basics.",
+    "intermediate": "You know about half to two thirds of the ideas the problem needs, with some gaps and shaky spots.",
+    "advanced": "You know most of the ideas the problem needs; only one or two details may be missing.",
+}
+END_PHRASE = "terminate conversation"
+
+
+def baseline_learner_messages(question: str, history: Sequence[tuple[str, str]], *, level: str, style: str,
+                              turn: int, profile: str | None = None, known: Sequence[str] = (),
+                              shaky: Sequence[str] = (), unknown: Sequence[str] = ()) -> list[dict[str, str]]:
+    """A stateless baseline learner's prompt: ``zs`` (the level only), ``zs-cot`` (plus a hidden thought),
+    ``zs-cot-prof`` (plus a profile and the initial knowledge, never updated)."""
+    lines = [
+        "You are playing a student who is chatting with a tutor about one problem.",
+        LEVEL_DESCRIPTORS.get(level, LEVEL_DESCRIPTORS["novice"]),
+        "Write one or two sentences, as a student types in a chat.",
+        f"When you feel you are done with the problem, end your message with the words \"{END_PHRASE}\".",
+    ]
+    if style == "zs-cot-prof" and profile:
+        lines.insert(1, f"Who you are: {profile}")
+    if style in ("zs-cot", "zs-cot-prof"):
+        lines.append('Think first, then answer only with a JSON object: {"thought": "what goes through your head '
+                     '(hidden from the tutor)", "message": "what you type"}.')
+    else:
+        lines.append("Answer with your message only.")
+    user = f"The problem:\n{question}\n\n"
+    if style == "zs-cot-prof":
+        user += (f"What you knew when you started:\nKnown well:\n{_lines(known)}\n\nShaky:\n{_lines(shaky)}\n\n"
+                 f"Not known:\n{_lines(unknown)}\n\n")
+    user += f"The conversation so far:\n{_transcript(history)}\n\n"
+    user += ("Write your first message to the tutor." if turn <= 1 else "Write your next message to the tutor.")
+    return [{"role": "system", "content": "\n".join(lines)}, {"role": "user", "content": user}]

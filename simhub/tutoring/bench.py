@@ -254,17 +254,23 @@ class Bench:
 
     def _learner_step(self, convs: list[_Conv], turn: int) -> None:
         requests = [LearnerRequest(c.item.graph, c.state, c.item.question, tuple(c.history), turn,
-                                   c.records[-1] if c.records else None, _seed(self.options.seed, c.id, turn, "learner"))
+                                   c.records[-1] if c.records else None, _seed(self.options.seed, c.id, turn, "learner"),
+                                   level=c.level, initial=c.initial,
+                                   profile_seed=_seed(self.options.seed, c.id, 0, "profile"))
                     for c in convs]
         me = self.learner.describe()
         keys = [fingerprint(["learner", me, _graph_key(r.graph), r.state.states, r.history, r.turn, r.seed,
-                             r.last.advanced if r.last else None, r.last.explained if r.last else None]) for r in requests]
+                             r.last.advanced if r.last else None, r.last.explained if r.last else None, r.level,
+                             r.initial.states if r.initial else None, r.profile_seed]) for r in requests]
         answers = self._cached("learner", keys, lambda todo: self.learner.speak([requests[i] for i in todo]),
                                ok=lambda a: a.error is None, encode=dataclasses.asdict,
                                decode=lambda d: LearnerTurn(**d))
         for c, a in zip(convs, answers, strict=True):
             if a.error is not None:
                 c.done, c.failed, c.stop = True, a.error, "failed"
+                continue
+            if a.end and turn > 1:  # the learner said it is done: the conversation ends before the tutor replies
+                c.done, c.stop, c.terminated = True, "learner_end", True
                 continue
             c.pending = a
             c.history.append(("learner", a.message))

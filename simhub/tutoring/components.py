@@ -14,10 +14,10 @@ from simhub.config import Profile, cache_dir
 from simhub.errors import ConfigError, UnknownNameError
 from simhub.learners.chat import ChatModel, EndpointChat, LocalChat
 from simhub.learners.extract import Extractor, LLMExtractor, OfflineExtractor
-from simhub.learners.roleplay import Learner, RolePlayLearner, ScriptedLearner
+from simhub.learners.roleplay import BASELINE_STYLES, Learner, RolePlayLearner, ScriptedLearner, StatelessLearner
 from simhub.models import LoadOptions
 
-LEARNERS = ("knowsim", "knowsim:MODEL")
+LEARNERS = ("knowsim", "knowsim:MODEL", "zs:MODEL", "zs-cot:MODEL", "zs-cot-prof:MODEL")
 EXTRACTORS = ("offline", "offline:lexical", "MODEL")
 OFFLINE = ("offline", "offline:lexical")
 
@@ -45,7 +45,8 @@ def chat_model(name: str, profile: Profile | None, options: LoadOptions | None =
 def needed_models(learner: str, extractor: str) -> list[str]:
     """The profile entries the learner and extractor names refer to (to provision only those)."""
     out = []
-    if learner.startswith("knowsim:"):
+    head = learner.split(":", 1)[0]
+    if ":" in learner and (head == "knowsim" or head in BASELINE_STYLES):
         out.append(learner.split(":", 1)[1])
     if extractor not in OFFLINE:
         out.append(extractor)
@@ -61,6 +62,10 @@ def build_learner(name: str, profile: Profile | None, options: LoadOptions | Non
         if not model:
             raise ConfigError("--learner knowsim:MODEL: name a model of the profile", field="learner")
         return RolePlayLearner(chat_model(model, profile, options, field="learner"), name=name, max_tokens=max_tokens)
+    head, _, model = name.partition(":")
+    if head in BASELINE_STYLES and model:
+        return StatelessLearner(chat_model(model, profile, options, field="learner"), head, name=name,
+                                max_tokens=max_tokens)
     raise UnknownNameError("learner", name, LEARNERS, field="learner")
 
 

@@ -59,7 +59,7 @@ class Trace(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     preset_fields: dict[str, Any]
     initial: KnowledgeState
     turns: list[TraceTurn] = msgspec.field(default_factory=list)
-    #: mastery | overload | max_turns | tutor_end | failed
+    #: mastery | overload | max_turns | tutor_end | learner_end | failed
     stop_reason: str | None = None
     terminated: bool = False
     truncated: bool = False

@@ -196,6 +196,16 @@ def test_a_whole_conversation_through_endpoint_doubles(tmp_path, fake_openai, ca
     assert unaware and all(f"- {c}" in listed for c in unaware)
 
 
+def test_endpoint_calls_of_a_step_run_concurrently(tmp_path, fake_openai):
+    responder, _ = _scripted_endpoints(broken_turn=0)
+    fake_openai.responder = responder
+    fake_openai.latency_s = 0.05
+    profile = _endpoint_profile(tmp_path, fake_openai.base_url, concurrency=4)
+    assert main(["tutor-bench", "--profile", str(profile), "--tutor", "api-tutor", "--n", "4", "--levels", "novice",
+                 "--set", "max_turns=2", "--output", str(tmp_path / "conc"), "--no-cache", *FAST]) == 0
+    assert fake_openai.max_in_flight > 1
+
+
 def test_a_tutor_that_fails_marks_its_conversation_failed_and_the_run_completes(tmp_path, fake_openai, capsys):
     responder, _ = _scripted_endpoints(broken_turn=0)
     fake_openai.responder = responder
@@ -268,3 +278,35 @@ def test_local_models_as_tutor_and_learner(tmp_path, tiny_profile):
     assert len(trace.turns) == 3 and all(t.tutor is not None for t in trace.turns)
     # An untrained model cannot write the learner's JSON: its text is the message, and the turn is flagged.
     assert all(t.learner_flag for t in trace.turns) and results["flagged_turns"] >= 3
+
+
+@pytest.mark.parametrize("style", ["zs", "zs-cot-prof"])
+def test_stateless_baseline_learners_end_with_their_phrase(tmp_path, fake_openai, style):
+    calls = {"learner": 0}
+
+    def responder(body):
+        if body["model"] == "learner-model":
+            calls["learner"] += 1
+            text = "Thanks, I get it now. Terminate conversation." if calls["learner"] == 3 else "How do I start?"
+            return json.dumps({"thought": "hm", "message": text}) if style != "zs" else text
+        return "Start with the common denominator."
+
+    fake_openai.responder = responder
+    profile = _endpoint_profile(tmp_path, fake_openai.base_url)
+    out = tmp_path / style
+    assert main(["tutor-bench", "--profile", str(profile), "--tutor", "api-tutor", "--learner", f"{style}:api-learner",
+                 "--n", "1", "--levels", "novice", "--output", str(out), "--no-cache", *FAST]) == 0
+    (file,) = (out / TRACES).glob("*.json")
+    trace = read_trace(file)
+    assert trace.stop_reason == "learner_end" and trace.terminated and len(trace.turns) == 2
+    assert trace.models["learner"] == {**trace.models["learner"], "kind": "stateless", "style": style}
+    assert trace.turns[0].learner == "How do I start?" and trace.metrics is not None
+    first = next(r.body for r in fake_openai.chat_requests() if r.body["model"] == "learner-model")
+    system, user = first["messages"][0]["content"], first["messages"][-1]["content"]
+    assert "you are new to this topic" in system.lower()
+    if style == "zs":
+        assert "response_format" not in first and "What you knew" not in user
+    else:
+        assert first["response_format"] == {"type": "json_object"} and "Who you are:" in system
+        known = [n.concept for n in trace.graph.nodes if trace.initial.states[n.id] == "knows_well"]
+        assert "What you knew when you started" in user and all(f"- {c}" in user for c in known)
