@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -125,15 +126,15 @@ def _seed(seed: int, conv: str, turn: int, side: str) -> int:
     return int(fingerprint([seed, conv, turn, side])[:8], 16)
 
 
-_GRAPH_KEYS: dict[int, tuple[ValidatedGraph, str]] = {}
+_GRAPH_KEYS: weakref.WeakKeyDictionary[ValidatedGraph, str] = weakref.WeakKeyDictionary()
 
 
 def _graph_key(graph: ValidatedGraph) -> str:
     """The content hash of a graph, computed once per graph object (every cache key holds it)."""
-    hit = _GRAPH_KEYS.get(id(graph))
-    if hit is None or hit[0] is not graph:
-        hit = _GRAPH_KEYS[id(graph)] = (graph, fingerprint(msgspec.to_builtins(graph.graph)))
-    return hit[1]
+    key = _GRAPH_KEYS.get(graph)
+    if key is None:
+        key = _GRAPH_KEYS[graph] = fingerprint(msgspec.to_builtins(graph.graph))
+    return key
 
 
 class Bench:

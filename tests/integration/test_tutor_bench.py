@@ -310,3 +310,24 @@ def test_stateless_baseline_learners_end_with_their_phrase(tmp_path, fake_openai
         assert first["response_format"] == {"type": "json_object"} and "Who you are:" in system
         known = [n.concept for n in trace.graph.nodes if trace.initial.states[n.id] == "knows_well"]
         assert "What you knew when you started" in user and all(f"- {c}" in user for c in known)
+
+
+def test_an_extractor_naming_an_unknown_iu_fails_its_conversation_with_the_cause(tmp_path):
+    from simhub.learners import IUSignal, resolve_preset
+    from simhub.learners.extract import Extraction, Extractor
+    from simhub.learners.roleplay import ScriptedLearner
+    from simhub.tutoring import Bench, BenchOptions, DumpTutor, load_items, summarize
+
+    class Inventive(Extractor):
+        id = "inventive"
+
+        def extract(self, requests):
+            return [Extraction(signals={"IU99": IUSignal(teaching_quality="shallow")}) for _ in requests]
+
+    bench = Bench([DumpTutor()], ScriptedLearner(), Inventive(), resolve_preset("paper"), BenchOptions(no_cache=True),
+                  tmp_path / "run")
+    traces = bench.run(load_items("sample", 2), ["novice"])
+    assert all(t.failed and "IU99" in t.failed and t.failed.startswith("extractor:") for t in traces)
+    results = summarize(traces, preset="paper")
+    assert results.failed == 2 and results.tutors[0].levels["novice"].failed == 2
+    assert results.tutors[0].levels["novice"].metrics["kg"].n == 0
