@@ -9,6 +9,7 @@ describes the command.
 
 from simhub.tutoring.bench import Bench, BenchOptions, Item, load_items, parse_levels
 from simhub.tutoring.results import BenchResults, format_results, read_results, rescore_trace, summarize, write_results
+from simhub.tutoring.simulator import KnowledgeStateSimulator
 from simhub.tutoring.trace import TRACE_VERSION, Trace, TraceTurn, read_trace, write_trace
 from simhub.tutoring.tutors import SCRIPTED, BenchRequest, BenchTutor, DumpTutor, StepwiseTutor, build_bench_tutor
 
@@ -22,6 +23,7 @@ __all__ = [
     "BenchTutor",
     "DumpTutor",
     "Item",
+    "KnowledgeStateSimulator",
     "StepwiseTutor",
     "Trace",
     "TraceTurn",
