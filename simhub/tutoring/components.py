@@ -75,3 +75,19 @@ def build_extractor(name: str, profile: Profile | None, options: LoadOptions | N
     if name == "offline:lexical":
         return OfflineExtractor("lexical")
     return LLMExtractor(chat_model(name, profile, options, field="extractor"), name=name)
+
+
+def knowsim_simulator(name: str, profile: Profile | None = None, options: LoadOptions | None = None):
+    """``knowsim`` or ``knowsim:LEVEL`` as a simulated student for ``simhub simulate``/``eval``: the
+    knowledge-state learner on the shipped graphs, voiced by the scripted stand-in, its state replayed
+    by the offline extractor under the paper preset. None for any other name."""
+    if name != "knowsim" and not name.startswith("knowsim:"):
+        return None
+    from simhub.learners.graph import shipped_graphs, validate_graph
+    from simhub.learners.presets import resolve_preset
+    from simhub.tutoring.simulator import KnowledgeStateSimulator
+
+    level = name.partition(":")[2] or "novice"
+    graphs = {k: validate_graph(g, name=k) for k, g in shipped_graphs().items()}
+    return KnowledgeStateSimulator(ScriptedLearner(), build_extractor("offline", profile, options), graphs,
+                                   resolve_preset("paper"), level=level, name=name)

@@ -52,3 +52,20 @@ def test_a_dialogue_without_a_graph_is_a_counted_error(sample_corpus, simulator)
     assert record["candidate"] is None and "no IU graph" in record["error"]
     with pytest.raises(UnknownNameError, match="expert"):
         KnowledgeStateSimulator(ScriptedLearner(), OfflineExtractor("lexical"), {}, PAPER, level="expert")
+
+
+def test_simhub_eval_gives_the_learner_a_table_1_row(tmp_path, sample_corpus):
+    import json
+
+    from simhub.cli import main
+    from simhub.schema import write_jsonl
+    from tests.conftest import TINY_PROFILE
+
+    data = tmp_path / "test.jsonl"
+    write_jsonl(data, sample_corpus["test"][:3])
+    out = tmp_path / "run"
+    assert main(["eval", "--profile", TINY_PROFILE, "--simulator", "knowsim:intermediate", "--data", str(data),
+                 "--metrics", "rouge_l", "--bootstrap", "200", "--output", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["metrics"]["rouge_l"]["n"] > 0
+    assert "knowsim:intermediate" in json.dumps(results)
