@@ -94,6 +94,10 @@ class BenchOptions:
     no_cache: bool = False
     progress: bool = False
 
+    def __post_init__(self) -> None:
+        if self.batch < 1:
+            raise DataError(f"--batch: {self.batch} must be at least 1", field="batch")
+
 
 @dataclasses.dataclass
 class _Conv:

@@ -232,6 +232,11 @@ def test_bad_input_is_a_clear_error(tmp_path, capsys):
     assert "unknown tutor 'scripted:stepwize'" in err and "scripted:stepwise" in err
     assert main(["tutor-bench", "--tutor", "scripted:dump", "--learner", "zs", "--output", str(out)]) == 2
     assert "unknown learner 'zs'" in capsys.readouterr().err
+    assert main(["tutor-bench", "--tutor", "scripted:dump", "--batch", "0", "--output", str(out)]) == 2
+    assert "--batch: 0" in capsys.readouterr().err
+    assert main(["tutor-bench", "--tutor", "scripted:dump", "--items", str(out / "missing.yaml"), "--output",
+                 str(out)]) == 2
+    assert "missing.yaml" in capsys.readouterr().err
 
     run = tmp_path / "run"
     assert main(["tutor-bench", "--tutor", "scripted:dump", "--n", "1", "--levels", "novice", "--output", str(run),
