@@ -105,8 +105,11 @@ def _tutor_bench(args: argparse.Namespace) -> int:
     if not args.tutor:
         raise ConfigError("--tutor: name at least one tutor (scripted:stepwise, scripted:dump or a profile tutor)",
                           field="tutor")
+    from simhub.cli.common import all_failed, check_output
+
     levels = parse_levels(args.levels)
     preset = _preset(args)
+    check_output(args.output, folder=True)
     raw = load_profile(args.profile)
     check_tutor_names(args.tutor, raw)
     models = needed_models(args.learner, args.extractor)
@@ -147,6 +150,8 @@ def _tutor_bench(args: argparse.Namespace) -> int:
     print(format_results(results))
     print(f"model calls: {bench.calls} (answered from the cache: {bench.cache_hits})")
     print(f"-> {path}")
+    if traces and results.failed == len(traces):  # nothing was measured: say why, and exit non-zero
+        return all_failed("conversations", len(traces), [f["cause"] for f in results.failures])
     return 0
 
 

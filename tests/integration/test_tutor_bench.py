@@ -217,10 +217,21 @@ def test_a_tutor_that_fails_marks_its_conversation_failed_and_the_run_completes(
     results = _results(out)
     api = _tutor(results, "api-tutor")
     assert results["failed"] == 1 and api["failed"] == 1 and api["levels"]["novice"]["failed"] == 1
-    assert results["failures"][0]["cause"] == "tutor: HTTP 503"
+    assert results["failures"][0]["cause"] == f"tutor: HTTP 503 at {fake_openai.base_url}"
     assert api["levels"]["novice"]["metrics"]["kg"]["n"] == 1
     assert _tutor(results, "scripted:dump")["failed"] == 0
     assert "1 failed" in capsys.readouterr().out
+
+
+def test_a_run_in_which_every_conversation_failed_exits_1_with_the_causes(tmp_path, fake_openai, capsys):
+    fake_openai.fail_next(100, 503)
+    profile = _endpoint_profile(tmp_path, fake_openai.base_url, concurrency=1)
+    out = tmp_path / "down"
+    assert main(["tutor-bench", "--profile", str(profile), "--tutor", "api-tutor", "--n", "2", "--levels", "novice",
+                 "--output", str(out), "--no-cache", *FAST]) == 1
+    assert f"every one of the 2 conversations failed: tutor: HTTP 503 at {fake_openai.base_url} (2)" in \
+        capsys.readouterr().err
+    assert _results(out)["failed"] == 2
 
 
 def test_bad_input_is_a_clear_error(tmp_path, capsys):
