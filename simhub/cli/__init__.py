@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "simhub.cli.evaluate",
     "simhub.cli.annotate",
     "simhub.cli.learners",
+    "simhub.cli.tutoring",
 )
 
 

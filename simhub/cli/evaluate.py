@@ -29,7 +29,11 @@ def _simulator(args: argparse.Namespace, metrics: list[str] | None = None, loade
     """The provisioned profile (the simulator's models and, with ``metrics``, those models) and the simulator."""
     from simhub.cli.common import profile_for
     from simhub.simulation import build_simulator, with_icl_pool
+    from simhub.tutoring.components import knowsim_simulator
 
+    knowsim = knowsim_simulator(args.simulator)
+    if knowsim is not None:  # the knowledge-state learner needs no model of the profile
+        return profile_for(args, metrics=metrics, simulators=[], tutors=[], loaded=loaded), knowsim
     profile = profile_for(args, metrics=metrics, simulators=[args.simulator], tutors=[], loaded=loaded)
     force = None if args.backend == "profile" else _backend(args.backend)
     return profile, build_simulator(args.simulator, with_icl_pool(profile, args.data), force_backend=force)
@@ -92,7 +96,8 @@ def _eval(args: argparse.Namespace) -> int:
     student_targets(read_dialogues(args.data), args.data)
     check_output(args.output, folder=True)
     profile, simulator = _simulator(args, metrics=metric_models(metrics), loaded=raw)
-    record = {"simulator": build_simulator(args.simulator, raw).config_record(), "scoring": msgspec.to_builtins(raw.scoring)}
+    record = {"simulator": simulator.config_record() if simulator.kind == "knowledge-state"
+              else build_simulator(args.simulator, raw).config_record(), "scoring": msgspec.to_builtins(raw.scoring)}
     results = run_eval(profile, simulator, args.data, args.output, options, record=record)
     print(format_results(results))
     print(f"run -> {args.output}")

@@ -1,0 +1,195 @@
+"""``simhub tutor-bench``: rank tutors by what a knowledge-state learner learned from them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from simhub.cli.common import add_profile
+
+
+def _preset(args: argparse.Namespace):
+    from simhub.cli.learners import _overrides
+    from simhub.learners.presets import resolve_preset
+
+    return resolve_preset(args.preset, _overrides(args.set))
+
+
+def _rescore(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from simhub.cache import fingerprint
+    from simhub.errors import DataError
+    from simhub.tutoring import format_results, read_trace, rescore_trace, summarize
+    from simhub.tutoring.bench import RUN_FILE, TRACES
+    from simhub.tutoring.results import BenchResults
+
+    preset = _preset(args)
+    folder = Path(args.output) / TRACES
+    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if not files:
+        raise DataError(f"{args.output}: no traces to rescore (expected {folder}/*.json)", file=str(args.output))
+    traces = [rescore_trace(read_trace(f), preset, file=str(f)) for f in files]
+    order = None
+    run_file = Path(args.output) / RUN_FILE
+    if run_file.is_file():
+        try:
+            order = json.loads(run_file.read_text()).get("tutors")
+        except ValueError:
+            order = None
+    results = summarize(traces, preset=args.preset, settings={"rescored": True, "preset_fields": msgspec.to_builtins(preset)},
+                        n_resamples=args.bootstrap, seed=args.seed, tutor_order=order)
+    suffix = f"-{fingerprint(args.set)[:8]}" if args.set else ""
+    path = Path(args.output) / f"rescored-{args.preset}{suffix}.json"
+    from simhub.schema import atomic_write_bytes
+
+    atomic_write_bytes(path, msgspec.json.format(msgspec.json.encode(results), indent=2))
+    assert isinstance(results, BenchResults)
+    print(format_results(results))
+    print(f"-> {path} (no model was called)")
+    return 0
+
+
+def _agree(args: argparse.Namespace, human_csv: str, run_dir: str) -> int:
+    import msgspec
+
+    from simhub.errors import DataError
+    from simhub.schema import atomic_write_bytes
+    from simhub.tutoring import read_trace
+    from simhub.tutoring.agree import agreement, format_agreement, read_human
+    from simhub.tutoring.bench import TRACES
+
+    folder = Path(run_dir) / TRACES
+    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if not files:
+        raise DataError(f"{run_dir}: no traces (expected {folder}/*.json)", file=str(run_dir))
+    result = agreement(read_human(human_csv), [read_trace(f) for f in files], threshold=args.threshold,
+                       seed=args.seed)
+    path = Path(run_dir) / "agreement.json"
+    atomic_write_bytes(path, msgspec.json.format(msgspec.json.encode(result), indent=2))
+    print(format_agreement(result))
+    print(f"-> {path}")
+    return 0
+
+
+def _tutor_bench(args: argparse.Namespace) -> int:
+    from simhub.errors import ConfigError
+
+    if args.action:
+        if args.action[0] != "agree" or len(args.action) != 3:
+            raise ConfigError(f"unexpected arguments {' '.join(args.action)!r}; the subcommand is "
+                              f"`simhub tutor-bench agree HUMAN.csv RUN_DIR`", field="action")
+        return _agree(args, args.action[1], args.action[2])
+    if not args.output:
+        raise ConfigError("--output: the run folder is required", field="output")
+    if args.rescore:
+        return _rescore(args)
+    from simhub.cli.common import profile_for
+    from simhub.config import load_profile
+    from simhub.simulation import load_options
+    from simhub.tutoring import (
+        Bench,
+        BenchOptions,
+        build_bench_tutor,
+        format_results,
+        load_items,
+        parse_levels,
+        summarize,
+    )
+    from simhub.tutoring.components import OFFLINE, build_extractor, build_learner, needed_models
+    from simhub.tutoring.results import write_results
+    from simhub.tutoring.tutors import SCRIPTED, check_tutor_names
+
+    if not args.tutor:
+        raise ConfigError("--tutor: name at least one tutor (scripted:stepwise, scripted:dump or a profile tutor)",
+                          field="tutor")
+    from simhub.cli.common import all_failed, check_output
+
+    levels = parse_levels(args.levels)
+    preset = _preset(args)
+    check_output(args.output, folder=True)
+    raw = load_profile(args.profile)
+    check_tutor_names(args.tutor, raw)
+    models = needed_models(args.learner, args.extractor)
+    profile_tutors = [t for t in args.tutor if t not in SCRIPTED] + [m for m in models if m in raw.tutors]
+    sims = [m for m in models if m in raw.simulators]
+    profile = profile_for(args, metrics=[], simulators=sims or [], tutors=profile_tutors, loaded=raw)
+    options = load_options(profile)
+    learner = build_learner(args.learner, profile, options, max_tokens=args.max_tokens)
+    extractor = build_extractor(args.extractor, profile, options)
+    compare = args.compare_extractor
+    if compare == "auto":  # the stand-in's agreement with an LLM extractor is reported whenever one runs
+        compare = "offline" if args.extractor not in OFFLINE else "none"
+    if compare not in (*OFFLINE, "none"):
+        raise ConfigError(f"--compare-extractor: {compare!r} is not auto, none, offline or offline:lexical",
+                          field="compare_extractor")
+    shadow = build_extractor(compare, profile, options) if compare != "none" and compare != args.extractor else None
+    tutors = [build_bench_tutor(t, profile, options) for t in dict.fromkeys(args.tutor)]
+    items = load_items(args.items, args.n)
+    bench = Bench(tutors, learner, extractor, preset,
+                  BenchOptions(seed=args.seed, batch=args.batch, full_length=args.full_length, max_tokens=args.max_tokens,
+                               cache_dir=args.cache_dir, no_cache=args.no_cache),
+                  args.output, preset_name=args.preset,
+                  info={"profile": raw.source or raw.name, "items": args.items, "n": args.n, "levels": levels,
+                        "tutors": list(dict.fromkeys(args.tutor)), "learner_name": args.learner,
+                        "extractor_name": args.extractor}, shadow=shadow)
+    done = {"n": 0}
+    total = len(tutors) * len(items) * len(levels)
+
+    def progress(trace) -> None:
+        done["n"] += 1
+        if done["n"] % 25 == 0 or done["n"] == total:
+            print(f"  {done['n']} conversations written", file=sys.stderr)
+
+    traces = bench.run(items, levels, on_trace=progress)
+    results = summarize(traces, preset=args.preset, settings=bench.settings(), n_resamples=args.bootstrap, seed=args.seed,
+                        tutor_order=[t.id for t in tutors])
+    path = write_results(results, args.output)
+    print(format_results(results))
+    print(f"model calls: {bench.calls} (answered from the cache: {bench.cache_hits})")
+    print(f"-> {path}")
+    if traces and results.failed == len(traces):  # nothing was measured: say why, and exit non-zero
+        return all_failed("conversations", len(traces), [f["cause"] for f in results.failures])
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("tutor-bench", help="rank tutors by what a knowledge-state learner learns from them (KG, DC, CO)",
+                       description="Run a tutor bench (--output DIR), rescore one (--rescore), or check it against "
+                                   "human ratings: simhub tutor-bench agree HUMAN.csv RUN_DIR.")
+    p.add_argument("action", nargs="*", metavar="agree HUMAN.csv RUN_DIR",
+                   help="KnowSim's validation protocol against human ratings (docs/tutor-bench.md)")
+    add_profile(p)
+    p.add_argument("--tutor", action="append", help="a tutor: scripted:stepwise, scripted:dump, or one of the "
+                   "profile's tutors: (repeatable)")
+    p.add_argument("--learner", default="knowsim", help="knowsim (the scripted stand-in voices the knowledge-state "
+                   "learner), knowsim:MODEL (a profile model role-plays it), or a stateless baseline zs:MODEL, "
+                   "zs-cot:MODEL, zs-cot-prof:MODEL (default: knowsim)")
+    p.add_argument("--extractor", default="offline", help="the per-turn signal extractor: offline (MiniLM stand-in), "
+                   "offline:lexical, or a profile model (an OpenAI-compatible endpoint in JSON mode) (default: offline)")
+    p.add_argument("--compare-extractor", default="auto", help="a second extractor run on every turn only to report "
+                   "its agreement (Cohen's kappa): auto (offline when --extractor is a model, else none), none, "
+                   "offline, offline:lexical")
+    p.add_argument("--items", default="sample", help="sample (the sample corpus's questions and their shipped IU "
+                   "graphs) or an IU graph file whose graphs carry their question (default: sample)")
+    p.add_argument("--levels", default="novice,intermediate,advanced", help="comma-separated: novice, intermediate, "
+                   "advanced (default: all three)")
+    p.add_argument("--n", type=int, help="use the first N items")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--preset", default="paper", help="the learner's rules: paper or released (default: paper)")
+    p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a preset field (repeatable)")
+    p.add_argument("--full-length", action="store_true", help="run every conversation to the turn cap; the turn the "
+                   "rules would have stopped it is recorded (the virtual early stop)")
+    p.add_argument("--output", help="the run folder: traces/, run.json, results.json")
+    p.add_argument("--threshold", type=float, default=0.15, help="agree: the |Cliff's delta| of a high-signal "
+                   "human contrast (default 0.15)")
+    p.add_argument("--rescore", action="store_true", help="recompute every metric from the folder's traces (under "
+                   "--preset/--set) with no model call; writes rescored-PRESET.json")
+    p.add_argument("--batch", type=int, default=16, help="conversations advanced together (default 16)")
+    p.add_argument("--bootstrap", type=int, default=2000, help="item-bootstrap resamples and permutations (default 2000)")
+    p.add_argument("--max-tokens", type=int, default=400, help="new tokens per model turn at most (default 400)")
+    p.add_argument("--cache-dir", help="content-addressed cache (default: $SIMHUB_HOME/cache)")
+    p.add_argument("--no-cache", action="store_true")
+    p.set_defaults(handler=_tutor_bench)

@@ -1,0 +1,96 @@
+"""The chat models behind a learner's LLM parts (role-play turns, signal extraction): one small interface.
+
+:class:`ChatModel` answers a batch of chat prompts with text, one outcome per prompt, and never raises
+for one of them: a failed request is a :class:`ChatOutcome` with ``error`` set. Two implementations:
+
+* :class:`EndpointChat`: any OpenAI-compatible endpoint of the profile (``client_for``), asked for
+  JSON (``response_format: json_object``) when the caller wants it; requests run concurrently up to
+  the endpoint's ``concurrency`` and are cached on disk by the shared client;
+* :class:`LocalChat`: a local model through :func:`simhub.models.load_lm` (no JSON mode: the caller's
+  parser decides what to do with free text).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from simhub.config import EndpointSettings, ModelRef
+from simhub.models import LanguageModel, LoadOptions, Sampling, load_lm
+
+Messages = Sequence[Mapping[str, str]]
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatOutcome:
+    text: str = ""
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class ChatModel(ABC):
+    """A model that turns chat prompts into text; ``describe`` goes into traces and cache keys."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def chat(self, prompts: Sequence[Messages], *, json_mode: bool, temperature: float, max_tokens: int,
+             seeds: Sequence[int | None]) -> list[ChatOutcome]: ...
+
+
+class EndpointChat(ChatModel):
+    def __init__(self, settings: EndpointSettings, model: str, *, kind: str = "simulator", field: str = "endpoint",
+                 default_cache: Path | None = None):
+        from simhub.models.endpoints import key_names
+
+        if settings.base_url:  # a bad key setting is refused before anything runs
+            key_names(settings.base_url, settings.api_key_env, kind=kind, field=field)
+        self.settings, self.model, self.kind, self.field, self.default_cache = settings, model, kind, field, default_cache
+        self._client = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "openai", "model": self.model, "base_url": self.settings.base_url}
+
+    def chat(self, prompts: Sequence[Messages], *, json_mode: bool, temperature: float, max_tokens: int,
+             seeds: Sequence[int | None]) -> list[ChatOutcome]:
+        from simhub.models.endpoints import chat_payload, client_for, send
+
+        if self._client is None:
+            self._client = client_for(self.settings, self.model, kind=self.kind, field=self.field,  # type: ignore[arg-type]
+                                      default_cache=self.default_cache)
+        fmt = {"type": "json_object"} if json_mode else None
+        payloads = [chat_payload(self.model, list(p), temperature=temperature, max_tokens=max_tokens, seed=s,
+                                 response_format=fmt) for p, s in zip(prompts, seeds, strict=True)]
+        return [ChatOutcome(text=a.text or "") if a.ok else ChatOutcome(error=a.cause)
+                for a in send(self._client, payloads, batch=False)]
+
+
+class LocalChat(ChatModel):
+    def __init__(self, ref: ModelRef, options: LoadOptions | None = None, *, name: str = "local"):
+        self.ref, self.options, self.name = ref, options or LoadOptions(), name
+        self.lm: LanguageModel | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "model", "name": self.name, **self.ref.describe()}
+
+    def chat(self, prompts: Sequence[Messages], *, json_mode: bool, temperature: float, max_tokens: int,
+             seeds: Sequence[int | None]) -> list[ChatOutcome]:
+        try:
+            if self.lm is None:
+                self.lm = load_lm(self.ref, self.options)
+            out = []
+            # One call per seed keeps each prompt's sampling reproducible on its own.
+            for prompt, seed in zip(prompts, seeds, strict=True):
+                result = self.lm.generate([list(prompt)], Sampling(temperature=temperature, max_tokens=max_tokens,
+                                                                   seed=seed))
+                out.append(ChatOutcome(text=result[0].generations[0].text))
+            return out
+        except Exception as exc:  # a broken model fails these turns, with the cause
+            return [ChatOutcome(error=f"{type(exc).__name__}: {str(exc)[:200]}") for _ in prompts]

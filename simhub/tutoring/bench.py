@@ -1,0 +1,377 @@
+"""``simhub tutor-bench``: tutors in front of a knowledge-state learner, scored by what it learned.
+
+Per (tutor, item, level) one conversation, in the shape of a Gymnasium episode:
+
+1. the learner starts in the level's initial state and writes the opening query (turn 1);
+2. the tutor replies; the extractor labels every IU of the turn; :func:`simhub.learners.update`
+   gives the next state and the turn's record;
+3. the termination rules of the preset decide (mastery or overload terminate, the 15-turn cap
+   truncates; a tutor's end-of-dialogue marker ends it too); otherwise the learner speaks again.
+
+Conversations advance in lockstep in chunks of ``batch``, so every step is one batched call per
+model and an endpoint gets a chunk's requests concurrently. Every model call's answer is cached
+under a hash of the model and everything its answer depends on (state, conversation, seed), and each
+conversation's trace is written the moment it ends: a killed run resumes, skipping finished traces,
+and repeats no call. A tutor, learner or extractor that fails marks its conversation failed with the
+cause; the run completes and counts it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from simhub.cache import ContentCache, fingerprint
+from simhub.errors import DataError, SimhubError, UnknownNameError
+from simhub.learners.extract import Extraction, Extractor, ExtractRequest
+from simhub.learners.graph import IUGraph, ValidatedGraph, read_graphs, shipped_graphs, validate_graph
+from simhub.learners.metrics import conversation_metrics
+from simhub.learners.presets import Preset
+from simhub.learners.roleplay import Learner, LearnerRequest, LearnerTurn, state_view
+from simhub.learners.state import LEVELS, KnowledgeState, initial_state
+from simhub.learners.termination import early_stop, stop_decision
+from simhub.learners.update import IUSignal, TurnRecord, update
+from simhub.models import Sampling
+from simhub.schema import Dialogue, Question, Turn, atomic_write_bytes
+from simhub.simulation.tutor import TutorTurn
+from simhub.tutoring.trace import Trace, TraceTurn, read_trace, trace_name, write_trace
+from simhub.tutoring.tutors import BenchRequest, BenchTutor
+
+TRACES = "traces"
+RUN_FILE = "run.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Item:
+    id: str
+    question: str
+    graph: ValidatedGraph
+
+
+def load_items(spec: str, n: int | None = None) -> list[Item]:
+    """``sample`` (the graphs shipped for the sample corpus) or a graph file whose graphs carry ``question``."""
+    graphs: Mapping[str, IUGraph] = shipped_graphs() if spec == "sample" else read_graphs(spec)
+    where = "the shipped sample graphs" if spec == "sample" else spec
+    items = []
+    for name, g in graphs.items():
+        if not g.question:
+            raise DataError(f"{where}: item {name} has no question (a tutor-bench item needs its text)",
+                            file=None if spec == "sample" else spec, field=f"graphs.{name}.question")
+        items.append(Item(name, g.question, validate_graph(g, name=name, file=None if spec == "sample" else spec)))
+    if n is not None:
+        if n < 1:
+            raise DataError(f"--n: {n} must be at least 1", field="n")
+        items = items[:n]
+    if not items:
+        raise DataError(f"{where}: no items", field="items")
+    return items
+
+
+def parse_levels(text: str | Sequence[str]) -> list[str]:
+    names = [x.strip() for x in (text.split(",") if isinstance(text, str) else text) if x.strip()]
+    for name in names:
+        if name not in LEVELS:
+            raise UnknownNameError("knowledge level", name, LEVELS, field="levels")
+    if not names:
+        raise DataError("--levels: name at least one level", field="levels")
+    return list(dict.fromkeys(names))
+
+
+@dataclasses.dataclass
+class BenchOptions:
+    seed: int = 0
+    batch: int = 16
+    full_length: bool = False
+    temperature: float = 0.0
+    max_tokens: int = 400
+    cache_dir: str | None = None
+    no_cache: bool = False
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        if self.batch < 1:
+            raise DataError(f"--batch: {self.batch} must be at least 1", field="batch")
+
+
+@dataclasses.dataclass
+class _Conv:
+    tutor: BenchTutor
+    item: Item
+    level: str
+    path: Path
+    state: KnowledgeState
+    initial: KnowledgeState
+    history: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    records: list[TurnRecord] = dataclasses.field(default_factory=list)
+    turns: list[TraceTurn] = dataclasses.field(default_factory=list)
+    pending: LearnerTurn | None = None
+    done: bool = False
+    stop: str | None = None
+    terminated: bool = False
+    truncated: bool = False
+    failed: str | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.tutor.id}|{self.item.id}|{self.level}"
+
+    def dialogue(self) -> Dialogue:
+        turns = [Turn(role="student" if role == "learner" else "tutor", content=text) for role, text in self.history]
+        return Dialogue(id=self.id, question=Question(text=self.item.question), turns=turns)
+
+
+def _seed(seed: int, conv: str, turn: int, side: str) -> int:
+    return int(fingerprint([seed, conv, turn, side])[:8], 16)
+
+
+_GRAPH_KEYS: weakref.WeakKeyDictionary[ValidatedGraph, str] = weakref.WeakKeyDictionary()
+
+
+def _graph_key(graph: ValidatedGraph) -> str:
+    """The content hash of a graph, computed once per graph object (every cache key holds it)."""
+    key = _GRAPH_KEYS.get(graph)
+    if key is None:
+        key = _GRAPH_KEYS[graph] = fingerprint(msgspec.to_builtins(graph.graph))
+    return key
+
+
+class Bench:
+    """One tutor-bench run: its components, preset, options and output folder."""
+
+    def __init__(self, tutors: Sequence[BenchTutor], learner: Learner, extractor: Extractor, preset: Preset,
+                 options: BenchOptions, output: str | os.PathLike[str], *, preset_name: str = "paper",
+                 info: Mapping[str, Any] | None = None, shadow: Extractor | None = None):
+        self.tutors, self.learner, self.extractor, self.preset = list(tutors), learner, extractor, preset
+        #: A second extractor run on every turn, only to report its agreement with ``extractor``.
+        self.shadow = shadow
+        self.options, self.output, self.preset_name = options, Path(output), preset_name
+        self.info = dict(info or {})
+        from simhub.config import cache_root
+
+        self.cache = None if options.no_cache else ContentCache(cache_root(options.cache_dir), "tutor-bench")
+        self.calls = {"learner": 0, "tutor": 0, "extractor": 0, **({"shadow": 0} if shadow else {})}
+        self.cache_hits = 0
+
+    # ------------------------------------------------------------------------------- run settings
+
+    def settings(self) -> dict[str, Any]:
+        """What every trace of this folder must share (a resumed run must match it)."""
+        return {"learner": self.learner.describe(), "extractor": self.extractor.describe(),
+                "shadow_extractor": self.shadow.describe() if self.shadow else None, "preset": self.preset_name,
+                "preset_fields": msgspec.to_builtins(self.preset), "seed": self.options.seed,
+                "full_length": self.options.full_length, "temperature": self.options.temperature,
+                "max_tokens": self.options.max_tokens}
+
+    def _check_folder(self) -> None:
+        import json
+
+        run_file = self.output / RUN_FILE
+        mine = self.settings()
+        if run_file.is_file():
+            try:
+                theirs = json.loads(run_file.read_text()).get("settings", {})
+            except ValueError:
+                theirs = {}
+            for key, value in mine.items():
+                if json.dumps(theirs.get(key), sort_keys=True) != json.dumps(value, sort_keys=True):
+                    raise DataError(f"{self.output}: holds a tutor-bench run with another {key}; resume it with the "
+                                    f"same settings or choose another --output", file=str(run_file), field=key)
+        atomic_write_bytes(run_file, json.dumps({"settings": mine, **self.info}, indent=2, sort_keys=True,
+                                                default=str).encode())
+
+    # --------------------------------------------------------------------------------------- run
+
+    def run(self, items: Sequence[Item], levels: Sequence[str],
+            on_trace: Callable[[Trace], None] | None = None) -> list[Trace]:
+        """Every (tutor, item, level) conversation; finished traces in the folder are read, not rerun."""
+        self._check_folder()
+        folder = self.output / TRACES
+        traces: dict[str, Trace] = {}
+        todo: list[_Conv] = []
+        for tutor in self.tutors:
+            for item in items:
+                for level in levels:
+                    path = folder / trace_name(tutor.id, item.id, level)
+                    if path.is_file():
+                        old = read_trace(path)
+                        if old.failed is None:  # failed conversations are tried again (their good calls are cached)
+                            traces[path.name] = old
+                            continue
+                    start = initial_state(item.graph, level)
+                    todo.append(_Conv(tutor, item, level, path, start, start))
+        for k in range(0, len(todo), max(1, self.options.batch)):
+            for conv in self._run_chunk(todo[k:k + self.options.batch]):
+                trace = self._trace(conv)
+                write_trace(conv.path, trace)
+                traces[conv.path.name] = trace
+                if on_trace:
+                    on_trace(trace)
+        order = [folder / trace_name(t.id, i.id, lv) for t in self.tutors for i in items for lv in levels]
+        return [traces[p.name] for p in order]
+
+    def _run_chunk(self, convs: list[_Conv]) -> list[_Conv]:
+        for turn in range(1, self.preset.max_turns + 1):
+            live = [c for c in convs if not c.done]
+            if not live:
+                break
+            self._learner_step(live, turn)
+            live = [c for c in live if not c.done]
+            for tutor in self.tutors:
+                mine = [c for c in live if c.tutor is tutor]
+                if mine:
+                    self._tutor_step(tutor, mine, turn)
+            live = [c for c in live if not c.done]
+            if live:
+                self._extract_step(live, turn)
+        for c in convs:
+            if not c.done:
+                c.done, c.stop, c.truncated = True, "max_turns", True
+        return convs
+
+    # ------------------------------------------------------------------------------ caching
+
+    def _cached(self, side: str, keys: list[str | None], compute: Callable[[list[int]], list[Any]],
+                ok: Callable[[Any], bool], encode: Callable[[Any], Any], decode: Callable[[Any], Any]) -> list[Any]:
+        """Answers from the cache where there, else from ``compute`` (given the missing positions)."""
+        out: list[Any] = [None] * len(keys)
+        if self.cache is not None:
+            for i, key in enumerate(keys):
+                hit = self.cache.get(key) if key else None
+                if hit is not None:
+                    out[i] = decode(hit)
+                    self.cache_hits += 1
+        todo = [i for i, v in enumerate(out) if v is None]
+        if todo:
+            self.calls[side] += len(todo)
+            for i, value in zip(todo, compute(todo), strict=True):
+                out[i] = value
+                if self.cache is not None and keys[i] and ok(value):
+                    self.cache.put(keys[i], encode(value))
+        return out
+
+    # -------------------------------------------------------------------------------- steps
+
+    def _learner_step(self, convs: list[_Conv], turn: int) -> None:
+        requests = [LearnerRequest(c.item.graph, c.state, c.item.question, tuple(c.history), turn,
+                                   c.records[-1] if c.records else None, _seed(self.options.seed, c.id, turn, "learner"),
+                                   level=c.level, initial=c.initial,
+                                   profile_seed=_seed(self.options.seed, c.id, 0, "profile"))
+                    for c in convs]
+        me = self.learner.describe()
+        keys = [fingerprint(["learner", me, _graph_key(r.graph), r.state.states, r.history, r.turn, r.seed,
+                             r.last.advanced if r.last else None, r.last.explained if r.last else None, r.level,
+                             r.initial.states if r.initial else None, r.profile_seed]) for r in requests]
+        answers = self._cached("learner", keys, lambda todo: self.learner.speak([requests[i] for i in todo]),
+                               ok=lambda a: a.error is None, encode=dataclasses.asdict,
+                               decode=lambda d: LearnerTurn(**d))
+        for c, a in zip(convs, answers, strict=True):
+            if a.error is not None:
+                c.done, c.failed, c.stop = True, a.error, "failed"
+                continue
+            if a.end and turn > 1:  # the learner said it is done: the conversation ends before the tutor replies
+                c.done, c.stop, c.terminated = True, "learner_end", True
+                continue
+            c.pending = a
+            c.history.append(("learner", a.message))
+
+    def _tutor_step(self, tutor: BenchTutor, convs: list[_Conv], turn: int) -> None:
+        sampling = Sampling(temperature=self.options.temperature, max_tokens=self.options.max_tokens,
+                            seed=_seed(self.options.seed, tutor.id, turn, "tutor"))
+        requests = [BenchRequest(c.dialogue(), c.item.graph, c.state) for c in convs]
+        me = tutor.describe()
+        keys = [fingerprint(["tutor", me, [(t.role, t.content) for t in r.dialogue.turns], r.dialogue.question.text,
+                             r.state.states if tutor.reads_state else None,
+                             _graph_key(r.graph) if tutor.reads_state else None, dataclasses.asdict(sampling)])
+                for r in requests]
+
+        def compute(todo: list[int]) -> list[TutorTurn]:
+            try:
+                return tutor.respond([requests[i] for i in todo], sampling)
+            except Exception as exc:  # a tutor that raises fails these conversations; the run goes on
+                return [TutorTurn(error=f"{type(exc).__name__}: {str(exc)[:200]}") for _ in todo]
+
+        answers = self._cached("tutor", keys, compute, ok=lambda a: a.error is None, encode=dataclasses.asdict,
+                               decode=lambda d: TutorTurn(**d))
+        for c, a in zip(convs, answers, strict=True):
+            if a.error is not None:
+                c.done, c.failed, c.stop = True, f"tutor: {a.error}", "failed"
+                continue
+            c.history.append(("tutor", a.text))
+            if a.end_of_dialogue:
+                c.stop = "tutor_end"
+
+    def _extract_step(self, convs: list[_Conv], turn: int) -> None:
+        requests = [ExtractRequest(c.item.graph, c.state, tuple(c.history[:-2]), c.history[-2][1], c.history[-1][1],
+                                   c.item.question) for c in convs]
+        answers = self._extract("extractor", self.extractor, requests)
+        shadows = self._extract("shadow", self.shadow, requests) if self.shadow else [None] * len(convs)
+        for c, a, sh in zip(convs, answers, shadows, strict=True):
+            if a.error is not None:
+                c.done, c.failed, c.stop = True, a.error if a.error.startswith("extractor") else f"extractor: {a.error}", \
+                    "failed"
+                continue
+            self._advance(c, turn, a, sh.signals if sh is not None and sh.error is None and not sh.flagged else None)
+
+    def _extract(self, side: str, extractor: Extractor, requests: list[ExtractRequest]) -> list[Extraction]:
+        me = extractor.describe()
+        keys = [fingerprint(["extractor", me, _graph_key(r.graph), r.state.states, r.history, r.learner_message,
+                             r.tutor_message]) for r in requests]
+
+        def compute(todo: list[int]) -> list[Extraction]:
+            try:
+                return extractor.extract([requests[i] for i in todo])
+            except Exception as exc:  # an extractor that raises fails these conversations; the run goes on
+                return [Extraction(error=f"extractor: {type(exc).__name__}: {str(exc)[:200]}") for _ in todo]
+
+        return self._cached(side, keys, compute, ok=lambda a: a.error is None, encode=msgspec.to_builtins,
+                            decode=lambda d: msgspec.convert(d, Extraction))
+
+    def _advance(self, c: _Conv, turn: int, extraction: Extraction,
+                 shadow: dict[str, IUSignal] | None = None) -> None:
+        graph = c.item.graph
+        signals = extraction.signals
+        try:
+            record = update(graph, c.state, signals, self.preset)
+        except SimhubError as exc:  # an extractor naming an IU outside the graph: this conversation fails
+            c.done, c.failed, c.stop = True, f"extractor: {exc}", "failed"
+            return
+        view = state_view(graph, c.state)
+        said = c.pending or LearnerTurn()
+        c.turns.append(TraceTurn(turn=turn, learner=c.history[-2][1], tutor=c.history[-1][1], signals=dict(signals),
+                                 record=record, learner_thought=said.thought, attempt_verify=said.attempt_verify,
+                                 mode=view.mode, density=round(view.density, 6), learner_flag=said.flagged,
+                                 extractor_flag=extraction.flagged, tutor_ended=c.stop == "tutor_end",
+                                 shadow_signals=dict(shadow) if shadow is not None else None))
+        c.records.append(record)
+        c.state = record.state
+        if c.stop == "tutor_end":
+            c.done, c.terminated = True, True
+            return
+        decision = stop_decision(c.records, self.preset)
+        if decision.truncated or (decision.terminated and not self.options.full_length):
+            c.done, c.stop, c.terminated, c.truncated = True, decision.reason, decision.terminated, decision.truncated
+
+    # ------------------------------------------------------------------------------- traces
+
+    def _trace(self, c: _Conv) -> Trace:
+        early = early_stop(c.records, self.preset)
+        metrics = conversation_metrics(c.item.graph, c.initial, c.records) if c.failed is None else None
+        return Trace(id=c.id, tutor=c.tutor.id, item=c.item.id, level=c.level, question=c.item.question,
+                     graph=c.item.graph.graph, preset=self.preset_name, preset_fields=msgspec.to_builtins(self.preset),
+                     initial=c.initial, turns=c.turns, stop_reason=c.stop, terminated=c.terminated,
+                     truncated=c.truncated, virtual_stop_turn=early.turn if early else None,
+                     virtual_stop_reason=early.reason if early else None, full_length=self.options.full_length,
+                     models={"tutor": c.tutor.describe(), "learner": self.learner.describe(),
+                             "extractor": self.extractor.describe(),
+                             **({"shadow_extractor": self.shadow.describe()} if self.shadow else {})},
+                     seed=self.options.seed, failed=c.failed, metrics=metrics)
+
+
+def signals_of(trace: Trace) -> list[dict[str, IUSignal]]:
+    return [t.signals for t in trace.turns]

@@ -1,0 +1,93 @@
+"""The learner and extractor a tutor bench names on the command line, built from the profile.
+
+* learner ``knowsim``: the knowledge-state learner speaking through the scripted stand-in;
+  ``knowsim:MODEL``: the same learner role-played by ``MODEL``;
+* extractor ``offline`` (MiniLM similarity), ``offline:lexical`` (word overlap), or ``MODEL``.
+
+``MODEL`` is an entry of the profile's ``simulators:`` or ``tutors:`` section: an OpenAI-compatible
+endpoint (``kind: openai``, asked for JSON) or a local model.
+"""
+
+from __future__ import annotations
+
+from simhub.config import Profile, cache_dir
+from simhub.errors import ConfigError, UnknownNameError
+from simhub.learners.chat import ChatModel, EndpointChat, LocalChat
+from simhub.learners.extract import Extractor, LLMExtractor, OfflineExtractor
+from simhub.learners.roleplay import BASELINE_STYLES, Learner, RolePlayLearner, ScriptedLearner, StatelessLearner
+from simhub.models import LoadOptions
+
+LEARNERS = ("knowsim", "knowsim:MODEL", "zs:MODEL", "zs-cot:MODEL", "zs-cot-prof:MODEL")
+EXTRACTORS = ("offline", "offline:lexical", "MODEL")
+OFFLINE = ("offline", "offline:lexical")
+
+
+def model_names(profile: Profile | None) -> list[str]:
+    if profile is None:
+        return []
+    return list(dict.fromkeys([*profile.simulators, *profile.tutors]))
+
+
+def chat_model(name: str, profile: Profile | None, options: LoadOptions | None = None, *, field: str) -> ChatModel:
+    """The chat model of a profile entry named ``name`` (simulators first, then tutors)."""
+    if profile is not None:
+        for section, entries in (("simulators", profile.simulators), ("tutors", profile.tutors)):
+            config = entries.get(name)
+            if config is None:
+                continue
+            if config.kind == "openai":
+                return EndpointChat(config.endpoint, config.model, kind="simulator" if section == "simulators" else "tutor",
+                                    field=f"{section}.{name}.endpoint", default_cache=cache_dir("tutor-bench-endpoint"))
+            return LocalChat(config.ref(), options, name=name)
+    raise UnknownNameError("model", name, model_names(profile), field=field)
+
+
+def needed_models(learner: str, extractor: str) -> list[str]:
+    """The profile entries the learner and extractor names refer to (to provision only those)."""
+    out = []
+    head = learner.split(":", 1)[0]
+    if ":" in learner and (head == "knowsim" or head in BASELINE_STYLES):
+        out.append(learner.split(":", 1)[1])
+    if extractor not in OFFLINE:
+        out.append(extractor)
+    return out
+
+
+def build_learner(name: str, profile: Profile | None, options: LoadOptions | None = None, *,
+                  max_tokens: int = 400) -> Learner:
+    if name == "knowsim":
+        return ScriptedLearner()
+    if name.startswith("knowsim:"):
+        model = name.split(":", 1)[1]
+        if not model:
+            raise ConfigError("--learner knowsim:MODEL: name a model of the profile", field="learner")
+        return RolePlayLearner(chat_model(model, profile, options, field="learner"), name=name, max_tokens=max_tokens)
+    head, _, model = name.partition(":")
+    if head in BASELINE_STYLES and model:
+        return StatelessLearner(chat_model(model, profile, options, field="learner"), head, name=name,
+                                max_tokens=max_tokens)
+    raise UnknownNameError("learner", name, LEARNERS, field="learner")
+
+
+def build_extractor(name: str, profile: Profile | None, options: LoadOptions | None = None) -> Extractor:
+    if name == "offline":
+        return OfflineExtractor("embedding", device=options.device if options else None)
+    if name == "offline:lexical":
+        return OfflineExtractor("lexical")
+    return LLMExtractor(chat_model(name, profile, options, field="extractor"), name=name)
+
+
+def knowsim_simulator(name: str, profile: Profile | None = None, options: LoadOptions | None = None):
+    """``knowsim`` or ``knowsim:LEVEL`` as a simulated student for ``simhub simulate``/``eval``: the
+    knowledge-state learner on the shipped graphs, voiced by the scripted stand-in, its state replayed
+    by the offline extractor under the paper preset. None for any other name."""
+    if name != "knowsim" and not name.startswith("knowsim:"):
+        return None
+    from simhub.learners.graph import shipped_graphs, validate_graph
+    from simhub.learners.presets import resolve_preset
+    from simhub.tutoring.simulator import KnowledgeStateSimulator
+
+    level = name.partition(":")[2] or "novice"
+    graphs = {k: validate_graph(g, name=k) for k, g in shipped_graphs().items()}
+    return KnowledgeStateSimulator(ScriptedLearner(), build_extractor("offline", profile, options), graphs,
+                                   resolve_preset("paper"), level=level, name=name)

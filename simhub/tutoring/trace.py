@@ -1,0 +1,112 @@
+"""One conversation of a tutor bench, as one versioned file: everything needed to rescore it.
+
+A :class:`Trace` holds the item's IU graph, the learner's initial state, and per turn the learner's
+message (with its thought, attempt flag and articulation mode), the tutor's reply, the extractor's
+per-IU signals (or why its answer was flagged) and the turn's record under the run's preset (state,
+loads, τ, η, E/Z/A sets). It also names the models, the seeds, the stop and any failure. Traces are
+written atomically; :func:`read_trace` refuses a file of another or newer ``schema_version`` with a
+message that names it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from simhub.errors import DataError
+from simhub.learners.graph import IUGraph
+from simhub.learners.metrics import ConversationMetrics
+from simhub.learners.state import KnowledgeState
+from simhub.learners.update import IUSignal, TurnRecord
+from simhub.schema import atomic_write_bytes
+
+TRACE_KIND = "simhub-tutor-bench-trace"
+TRACE_VERSION = 1
+
+
+class TraceTurn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    turn: int
+    learner: str
+    tutor: str
+    signals: dict[str, IUSignal]
+    record: TurnRecord
+    learner_thought: str = ""
+    attempt_verify: bool = False
+    mode: str = ""
+    density: float = 0.0
+    #: Why the learner's or the extractor's answer was unusable (the turn is kept, flagged).
+    learner_flag: str | None = None
+    extractor_flag: str | None = None
+    tutor_ended: bool = False
+    #: The comparison extractor's signals of the same turn (its agreement with the main one is reported).
+    shadow_signals: dict[str, IUSignal] | None = None
+
+
+class Trace(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    schema_version: int = TRACE_VERSION
+    kind: str = TRACE_KIND
+    id: str
+    tutor: str
+    item: str
+    level: str
+    question: str
+    graph: IUGraph
+    preset: str
+    preset_fields: dict[str, Any]
+    initial: KnowledgeState
+    turns: list[TraceTurn] = msgspec.field(default_factory=list)
+    #: mastery | overload | max_turns | tutor_end | learner_end | failed
+    stop_reason: str | None = None
+    terminated: bool = False
+    truncated: bool = False
+    #: The first turn (1-based) at which the rules would have stopped the run, and why (a run that
+    #: stops at its rule has it equal to its length).
+    virtual_stop_turn: int | None = None
+    virtual_stop_reason: str | None = None
+    full_length: bool = False
+    models: dict[str, Any] = msgspec.field(default_factory=dict)
+    seed: int = 0
+    failed: str | None = None
+    metrics: ConversationMetrics | None = None
+
+    @property
+    def flagged_turns(self) -> int:
+        return sum(1 for t in self.turns if t.extractor_flag or t.learner_flag)
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def trace_name(tutor: str, item: str, level: str) -> str:
+    from simhub.cache import fingerprint
+
+    # Names are readable and, through the digest, unique even when two ids slug alike.
+    return f"{_SAFE.sub('_', tutor)}__{_SAFE.sub('_', item)}__{level}-{fingerprint([tutor, item, level])[:8]}.json"
+
+
+def write_trace(path: str | os.PathLike[str], trace: Trace) -> None:
+    atomic_write_bytes(path, msgspec.json.encode(trace))
+
+
+def read_trace(path: str | os.PathLike[str]) -> Trace:
+    path = Path(path)
+    try:
+        raw = msgspec.json.decode(path.read_bytes())
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror})", file=str(path)) from None
+    except msgspec.DecodeError as exc:
+        raise DataError(f"{path}: not JSON ({exc})", file=str(path)) from None
+    if not isinstance(raw, dict) or raw.get("kind") != TRACE_KIND:
+        raise DataError(f"{path}: not a tutor-bench trace (kind {TRACE_KIND!r} expected)", file=str(path), field="kind")
+    version = raw.get("schema_version")
+    if version != TRACE_VERSION:
+        raise DataError(f"{path}: trace schema_version {version!r} is not {TRACE_VERSION}, the version this simhub "
+                        f"reads; use the simhub version that wrote it", file=str(path), field="schema_version")
+    try:
+        return msgspec.convert(raw, Trace)
+    except msgspec.ValidationError as exc:
+        raise DataError(f"{path}: {exc}", file=str(path)) from None
