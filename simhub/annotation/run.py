@@ -361,7 +361,7 @@ def plan_annotation(
             elif _nothing_to_label(label, row.dialogue):
                 continue
             else:
-                messages = annotation_messages(label, row.dialogue, with_answer=label == "correctness")
+                messages = annotation_messages(label, row.dialogue, with_answer=True)
             settings.payload(model, label, messages)  # the same checks a real run makes
             requests[label] += 1
             chars[label] += len(_prompt_of(messages))
@@ -467,13 +467,15 @@ def annotate_splits(
             if _nothing_to_label(label, dialogue):
                 row.cells[label] = _Cell(None, None, {}, "ok")
                 continue
-            if label == "correctness" and "questions" in labels:
+            if "questions" in labels:
+                # Every label reads the question with its answer key, as in the reference; only
+                # correctness cannot do without it.
                 answered = _question_with_answer(dialogue, row.cells["questions"])
-                if answered is None:
+                if answered is None and label == "correctness":
                     row.cells[label] = _Cell(None, None, None, "skipped", "question label failed")
                     continue
-                dialogue = answered
-            messages = annotation_messages(label, dialogue, with_answer=label == "correctness")
+                dialogue = answered or dialogue
+            messages = annotation_messages(label, dialogue, with_answer=True)
             pending.append((row, label, _prompt_of(messages), settings.payload(model, label, messages), dialogue))
     outcomes = sender.send("dialogues", [item[3] for item in pending])
     for (row, label, prompt, _, dialogue), outcome in zip(pending, outcomes, strict=True):

@@ -77,10 +77,10 @@ Dialogue:
 
 The student turns are turns {student_turns}. Answer with one JSON object that has one key per student turn, "turn N" for each of them and for no other turn. Each value is an object with "summary" (one sentence: what the tutor asked and how the student replied) followed by "correct" (true, false or null)."""
 
-_KCS = """Below is a math tutoring dialogue between a tutor and a student about the problem shown. Some tutor turns give the student a task: a question to answer or a step to carry out. For each such tutor turn, name the knowledge components (KCs) the task exercises, chosen only from this list:
+_KCS = """Below is a math tutoring dialogue between a tutor and a student about the problem shown. For every tutor turn, say in one sentence what the tutor is trying to get the student to learn or do, and name all the knowledge components (KCs) that describe the turn, chosen only from this list:
 {kcs}
 
-Use "{default}" when none of the other listed KCs fits the task. Leave out tutor turns that pose no task (greetings, praise, explanations without a question).
+Use "{default}" when none of the other listed KCs fits the turn.
 
 Problem:
 {question}
@@ -88,7 +88,7 @@ Problem:
 Dialogue:
 {history}
 
-The tutor turns are turns {tutor_turns}. Answer with one JSON object keyed "turn N" for the tutor turns that pose a task (and no student turn). Each value is an object with "summary" (one sentence on the task) followed by "kcs" (a list of KC names copied exactly from the list)."""
+The tutor turns are turns {tutor_turns}. Answer with one JSON object with exactly one entry per tutor turn, keyed "turn N" (and none for a student turn). Each value is an object with "summary" (the one sentence) followed by "kcs" (a list of KC names copied exactly from the list)."""
 
 _OCEAN = """Below is a math tutoring dialogue between a tutor and a student about the problem shown. Judging only from how the student writes and behaves, rate the student on each Big Five personality trait: Openness, Conscientiousness, Extraversion, Agreeableness and Neuroticism. Each rating is "low", "neutral" or "high"; use "neutral" when the dialogue says little about a trait.
 
@@ -136,8 +136,8 @@ def question_messages(question_text: str) -> list[dict]:
 def annotation_prompt(label: str, dialogue: Dialogue, *, with_answer: bool = False) -> str:
     """The prompt of a per-dialogue ``label`` (``acts``, ``correctness``, ``kcs``, ``ocean``, ``freeform``).
 
-    ``with_answer`` shows the question's annotated answer (the correctness label uses it when the
-    question annotation is known: judging an answer is easier, and more reliable, with the key).
+    ``with_answer`` shows the question's annotated answer when it is known; the annotation run passes
+    it for every label, as the reference does (FIDELITY.md, annotation).
     """
     if label not in DIALOGUE_LABEL_PROMPTS:
         raise ValueError(f"unknown annotation label {label!r}")

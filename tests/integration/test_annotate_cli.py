@@ -246,6 +246,8 @@ def test_round_trip_labels_equal_what_the_labeller_answered(unlabelled, labeller
     for request in chats:
         kind = _kind(request.body["messages"][0]["content"])
         assert request.body["temperature"] == 0.0 and request.body["max_completion_tokens"] == 4000
+        # FIDELITY.md (annotation): every dialogue label reads the question with its answer key.
+        assert (kind == "questions") != ("Correct option: " in request.body["messages"][0]["content"])
         assert ("response_format" in request.body) == (kind != "freeform")
         assert request.authorization is None  # --api-key-env none: no Authorization header at all
 

@@ -60,7 +60,9 @@ def test_prompts_number_the_turns_and_name_what_to_label():
     assert "do not know" in correctness and "null" in correctness and "Correct option" not in correctness
     answered = Dialogue(id=DIALOGUE.id, question=Question(text=DIALOGUE.question.text, correct_option="B",
                                                           solution="2/4 + 1/4", solvable=True), turns=DIALOGUE.turns)
-    assert "Correct option: B" in annotation_prompt("correctness", answered, with_answer=True)
+    for label in ("acts", "correctness", "kcs", "ocean", "freeform"):  # FIDELITY.md (annotation): every label
+        assert "Correct option: B" in annotation_prompt(label, answered, with_answer=True)
+    assert "exactly one entry per tutor turn" in annotation_prompt("kcs", DIALOGUE)
     assert "reasoning" in annotation_prompt("ocean", DIALOGUE).split("Answer with")[1].split(",")[0]
     assert "one paragraph" in annotation_prompt("freeform", DIALOGUE)
     question = question_prompt(DIALOGUE.question.text)
