@@ -177,7 +177,7 @@ def register(sub) -> None:
     p.add_argument("--levels", default="novice,intermediate,advanced", help="comma-separated: novice, intermediate, "
                    "advanced (default: all three)")
     p.add_argument("--n", type=int, help="use the first N items")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the learners, the sampling and the bootstrap (default 0)")
     p.add_argument("--preset", default="paper", help="the learner's rules: paper or released (default: paper)")
     p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a preset field (repeatable)")
     p.add_argument("--full-length", action="store_true", help="run every conversation to the turn cap; the turn the "
@@ -191,5 +191,5 @@ def register(sub) -> None:
     p.add_argument("--bootstrap", type=int, default=2000, help="item-bootstrap resamples and permutations (default 2000)")
     p.add_argument("--max-tokens", type=int, default=400, help="new tokens per model turn at most (default 400)")
     p.add_argument("--cache-dir", help="content-addressed cache (default: $SIMHUB_HOME/cache)")
-    p.add_argument("--no-cache", action="store_true")
+    p.add_argument("--no-cache", action="store_true", help="read and write no cache (every model call is made)")
     p.set_defaults(handler=_tutor_bench)

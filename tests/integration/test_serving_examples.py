@@ -304,12 +304,14 @@ def test_error_examples_are_what_the_app_answers(client, document, key):
     assert client.get("/health").status_code == 200
 
 
-def test_ready_example_is_a_ready_response(document):
+def test_ready_example_is_a_ready_response(document, tmp_path, monkeypatch):
     media = document["paths"]["/ready"]["get"]["responses"]["503"]["content"]["application/json"]
     (example,) = media["examples"].values()
     ready = msgspec.convert(example["value"], s.ReadyResponse)
     assert ready.status == "loading" and not ready.ready
-    # The demo's own components and builds, as its /ready lists them before anything is built.
+    # The demo's own components and builds, as its /ready lists them before anything is built (on an
+    # empty SIMHUB_HOME: the session's may hold the demo models already, and then nothing waits).
+    monkeypatch.setenv("SIMHUB_HOME", str(tmp_path))
     with TestClient(create_app(settings(DEMO, preload=False), DEMO)) as c:
         demo = c.get("/ready").json()
     components = {(x["kind"], x["id"]): x for x in demo["components"]}
