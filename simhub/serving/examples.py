@@ -123,17 +123,14 @@ def _common() -> list[ErrorExample]:
     ]
 
 
-SIMULATE_ERRORS = [
-    ErrorExample(400, "The history ends with a student turn", "invalid_request",
-                 "dialogues[0].turns: the last turn is a student turn; send the history up to the tutor turn the "
-                 "student answers", "dialogues[0].turns"),
-    ErrorExample(400, "More candidates than the configured cap", "cap_exceeded",
-                 "sampling.n: 9 candidates, more than the cap of 8", "sampling.n"),
-    ErrorExample(404, "A simulator the profile does not have", "unknown_model",
-                 f"model: unknown simulator 'my-student'; available: {DEMO_SIMULATOR}, tiny-student-base, "
-                 "baseline:zero-shot, baseline:ocean, baseline:icl, baseline:reasoning, baseline:oracle", "model"),
-    ErrorExample(422, "A value of the wrong type", "validation_error",
-                 "sampling.temperature: Expected `float`, got `str`", "sampling.temperature"),
+def _unknown_simulator(name: str) -> ErrorExample:
+    return ErrorExample(404, "A simulator the profile does not have", "unknown_model",
+                        f"model: unknown simulator '{name}'; available: {DEMO_SIMULATOR}, tiny-student-base, "
+                        "baseline:zero-shot, baseline:ocean, baseline:icl, baseline:reasoning, baseline:oracle", "model")
+
+
+#: What /simulate and /v1/chat/completions answer while their simulator cannot serve.
+_SIMULATOR_NOT_SERVING = (
     ErrorExample(503, "The simulator is still being built (a first start)", "not_ready",
                  f"model: simulator {DEMO_SIMULATOR} is not ready yet; waits for demo:student-sft ({_BUILDING})",
                  "model"),
@@ -141,6 +138,19 @@ SIMULATE_ERRORS = [
                  f"model: {DEMO_SIMULATOR} failed to load; see /ready", "model"),
     ErrorExample(503, "The simulation queue is full", "overloaded",
                  "simulation queue is full (32 dialogues in flight)"),
+)
+
+
+SIMULATE_ERRORS = [
+    ErrorExample(400, "The history ends with a student turn", "invalid_request",
+                 "dialogues[0].turns: the last turn is a student turn; send the history up to the tutor turn the "
+                 "student answers", "dialogues[0].turns"),
+    ErrorExample(400, "More candidates than the configured cap", "cap_exceeded",
+                 "sampling.n: 9 candidates, more than the cap of 8", "sampling.n"),
+    _unknown_simulator("my-student"),
+    ErrorExample(422, "A value of the wrong type", "validation_error",
+                 "sampling.temperature: Expected `float`, got `str`", "sampling.temperature"),
+    *_SIMULATOR_NOT_SERVING,
     *_common(),
 ]
 
@@ -162,20 +172,12 @@ CHAT_ERRORS = [
     ErrorExample(400, "An OpenAI parameter a simulated student cannot honour", "unsupported_parameter",
                  "tools: not supported by a simulated student (it answers in plain text with the model's own "
                  "distribution); leave them out", "tools"),
-    ErrorExample(404, "A simulator the profile does not have", "unknown_model",
-                 f"model: unknown simulator 'gpt-4o'; available: {DEMO_SIMULATOR}, tiny-student-base, "
-                 "baseline:zero-shot, baseline:ocean, baseline:icl, baseline:reasoning, baseline:oracle", "model"),
+    _unknown_simulator("gpt-4o"),
     ErrorExample(422, "A value out of range", "validation_error",
                  "temperature: Expected `float` <= 2.0", "temperature"),
     ErrorExample(502, "The simulator's own endpoint failed", "upstream_error",
                  "model: the simulator's endpoint failed (connection refused at http://127.0.0.1:8001/v1)", "model"),
-    ErrorExample(503, "The simulator is still being built (a first start)", "not_ready",
-                 f"model: simulator {DEMO_SIMULATOR} is not ready yet; waits for demo:student-sft ({_BUILDING})",
-                 "model"),
-    ErrorExample(503, "The simulator failed to load", "load_failed",
-                 f"model: {DEMO_SIMULATOR} failed to load; see /ready", "model"),
-    ErrorExample(503, "The simulation queue is full", "overloaded",
-                 "simulation queue is full (32 dialogues in flight)"),
+    *_SIMULATOR_NOT_SERVING,
     *_common(),
 ]
 
