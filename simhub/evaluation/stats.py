@@ -201,6 +201,13 @@ def cluster_bootstrap(
     ``statistic(np.arange(n_items))``, computed first (a broken callback fails before the loop),
     then ``statistic`` is called once per resample.
 
+    A statistic that depends only on how often each item was drawn may also have an ``of_draws``
+    method: ``of_draws(counts, codes)``, with ``counts[r, c]`` the times resample ``r`` drew cluster
+    ``c`` (clusters numbered as above) and ``codes[i]`` item ``i``'s cluster, returns the statistic
+    of every resample (NaN where undefined), equal to calling ``statistic`` on each resample's
+    indices. It is then used instead of the per-resample calls (the knowledge metric's statistic
+    takes milliseconds that way instead of seconds).
+
     The same ``seed`` and ``clusters`` give the same resampled dialogues as :func:`cluster_mean_ci`
     (whose interval equals this one with ``statistic`` a nan-mean, up to rounding), so intervals of
     different metrics computed with one seed come from the same resamples.
@@ -213,8 +220,17 @@ def cluster_bootstrap(
     starts = np.cumsum(sizes) - sizes
     estimate = _as_stat(statistic(np.arange(n_items)))
     stats = np.empty(n_resamples)
+    of_draws = getattr(statistic, "of_draws", None)
     row = 0
     for block in _draw_blocks(n_clusters, n_resamples, seed):
+        if of_draws is not None:
+            # How often each resample drew each cluster.
+            offsets = np.arange(len(block))[:, None] * n_clusters
+            counts = np.bincount((block + offsets).ravel(), minlength=len(block) * n_clusters)
+            values = np.asarray(of_draws(counts.reshape(len(block), n_clusters), codes), dtype=np.float64)
+            stats[row : row + len(block)] = np.where(np.isfinite(values), values, math.nan)
+            row += len(block)
+            continue
         for drawn in block:
             lens = sizes[drawn]
             ends = np.cumsum(lens)

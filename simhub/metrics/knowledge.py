@@ -612,31 +612,168 @@ def cutoffs_path(config: KnowledgeConfig, source: str) -> Path:
                           "compute it with simhub kt-cutoffs or use paper cutoffs", field="knowledge.cutoffs") from None
 
 
-def resampled_similarity(details: Sequence[dict | None]):
+def resampled_similarity(details: Sequence[dict | None]) -> ResampledSimilarity:
     """``f(indices) -> mean similarity`` over the resampled items, with cutoffs from the resample's
-    own real deltas (items without deltas are skipped; None when a resample has none)."""
-    owners, real, sim, kcs = [], [], [], np.zeros(len(details), dtype=np.int64)
-    for i, d in enumerate(details):
-        if d and d.get("real_deltas") is not None:
-            k = len(d["real_deltas"])
-            kcs[i] = k
-            owners.extend([i] * k)
-            real.extend(d["real_deltas"])
-            sim.extend(d["sim_deltas"])
-    owner = np.asarray(owners, dtype=np.int64)
-    real_a, sim_a = np.asarray(real, dtype=np.float64), np.asarray(sim, dtype=np.float64)
-    has = kcs > 0
+    own real deltas (items without deltas are skipped; None when a resample has none). Its
+    :meth:`~ResampledSimilarity.of_draws` gives the same numbers for many resamples at once."""
+    return ResampledSimilarity(details)
 
-    def statistic(indices: np.ndarray) -> float | None:
-        weights = np.bincount(indices, minlength=len(details))
-        if not (weights * has).any():
+
+class ResampledSimilarity:
+    """The knowledge metric's bootstrap statistic (see :func:`resampled_similarity`).
+
+    ``self(indices)`` computes it for one resample. A resample is a multiset of items, so the
+    statistic depends only on each item's multiplicity; :meth:`of_draws` computes it for many
+    resamples of a cluster bootstrap at once, from how often each cluster was drawn. Every
+    floating-point operation of the one-resample path is done there on the same numbers in the same
+    order (numpy's linear quantile and its two-sided interpolation, the division, the pairwise sum
+    of the weighted mean), so both give bit-identical values; only exact integer work (counting,
+    ranks, small sums) is organised differently.
+    """
+
+    #: Cells (resamples x KC entries) handled at once by :meth:`of_draws`.
+    CHUNK_CELLS = 1 << 18
+
+    def __init__(self, details: Sequence[dict | None]):
+        owners, real, sim, kcs = [], [], [], np.zeros(len(details), dtype=np.int64)
+        for i, d in enumerate(details):
+            if d and d.get("real_deltas") is not None:
+                k = len(d["real_deltas"])
+                kcs[i] = k
+                owners.extend([i] * k)
+                real.extend(d["real_deltas"])
+                sim.extend(d["sim_deltas"])
+        self.n_items = len(details)
+        self.owner = np.asarray(owners, dtype=np.int64)
+        self.real = np.asarray(real, dtype=np.float64)
+        self.sim = np.asarray(sim, dtype=np.float64)
+        self.kcs = kcs
+        self.has = kcs > 0
+
+    def __call__(self, indices: np.ndarray) -> float | None:
+        weights = np.bincount(indices, minlength=self.n_items)
+        if not (weights * self.has).any():
             return None
-        per_entry = weights[owner]
-        cut = np.quantile(np.repeat(real_a, per_entry), QUANTILES)
-        diff = np.abs(quantize(real_a, cut) - quantize(sim_a, cut)).astype(np.float64)
-        sums = np.bincount(owner, weights=diff, minlength=len(details))
-        chosen = has & (weights > 0)
-        sims = 1.0 - sums[chosen] / ((NUM_BINS - 1) * kcs[chosen])
+        per_entry = weights[self.owner]
+        cut = np.quantile(np.repeat(self.real, per_entry), QUANTILES)
+        diff = np.abs(quantize(self.real, cut) - quantize(self.sim, cut)).astype(np.float64)
+        sums = np.bincount(self.owner, weights=diff, minlength=self.n_items)
+        chosen = self.has & (weights > 0)
+        sims = 1.0 - sums[chosen] / ((NUM_BINS - 1) * self.kcs[chosen])
         return float(np.average(sims, weights=weights[chosen]))
 
-    return statistic
+    def of_draws(self, counts: np.ndarray, codes: np.ndarray) -> np.ndarray:
+        """The statistic of each resample, NaN where undefined: ``counts[r, c]`` is how often
+        resample ``r`` drew cluster ``c``, ``codes[i]`` the cluster of item ``i`` (so item ``i``
+        counts ``counts[r, codes[i]]`` times, as in ``self(indices)`` of that resample)."""
+        counts = np.asarray(counts, dtype=np.int64)
+        codes = np.asarray(codes, dtype=np.int64)
+        out = np.full(len(counts), np.nan)
+        if not len(self.owner) or not len(counts):
+            return out
+        plan = _DrawPlan(self, codes)
+        rows = max(1, self.CHUNK_CELLS // len(self.owner))
+        for start in range(0, len(counts), rows):
+            out[start : start + rows] = plan.run(counts[start : start + rows])
+        return out
+
+
+class _DrawPlan:
+    """What :meth:`ResampledSimilarity.of_draws` precomputes for one clustering of the items."""
+
+    def __init__(self, stat: ResampledSimilarity, codes: np.ndarray):
+        # Entries (KCs) sorted by real delta: the repeated real deltas of a resample, in order, are
+        # these values, each as often as its cluster was drawn.
+        order = np.argsort(stat.real, kind="stable")
+        self.values = stat.real[order]
+        self.entry_cluster = codes[stat.owner[order]]
+        # Comparisons with a cutoff, as ranks among every delta: c <= v iff rank(c) <= rank(v), where a
+        # rank is the number of deltas strictly below. An entry adds |bin(real) - bin(sim)| =
+        # #{cutoffs c: lo < c <= hi} to its item, lo/hi the smaller/larger of its two deltas.
+        self.everything = np.sort(np.concatenate([stat.real, stat.sim]))
+        self.lo = np.searchsorted(self.everything, np.minimum(stat.real, stat.sim), side="left")
+        self.hi = np.searchsorted(self.everything, np.maximum(stat.real, stat.sim), side="left")
+        self.items = np.unique(stat.owner)
+        self.column = np.searchsorted(self.items, stat.owner)  # each entry's item, as a column
+        self.item_cluster = codes[self.items]
+        self.denominator = (NUM_BINS - 1) * stat.kcs[self.items]
+        self.quantiles = np.asarray(QUANTILES, dtype=np.float64)
+
+    def run(self, counts: np.ndarray) -> np.ndarray:
+        out = np.full(len(counts), np.nan)
+        weights = counts[:, self.item_cluster]  # multiplicity of every item with deltas
+        valid = (weights > 0).any(axis=1)
+        if not valid.any():
+            return out
+        counts, weights = counts[valid], weights[valid]
+        cut = self._cutoffs(counts)
+        sums = self._sums(cut)
+        sims = 1.0 - sums / self.denominator[None, :]
+        products = np.multiply(sims, weights, dtype=np.float64)
+        scale = weights.sum(axis=1, dtype=np.float64)
+        out[valid] = _pairwise_sums(products, weights > 0) / scale
+        return out
+
+    def _cutoffs(self, counts: np.ndarray) -> np.ndarray:
+        """np.quantile(repeated real deltas, QUANTILES) of each resample: the virtual index
+        (n - 1) * q, its floor and floor + 1 (both the last element at or past the end), gamma =
+        index - floor, and numpy's two-sided linear interpolation between the two elements."""
+        rows, width = counts.shape[0], len(self.values)
+        # Running counts of every resample laid end to end: one non-decreasing sequence, so element k
+        # of resample r (the first entry whose running count exceeds k) is one search away.
+        drawn = np.take(counts, self.entry_cluster, axis=1)  # C-ordered: ravel makes no copy
+        wide = counts.shape[1] * drawn.size >= 1 << 31  # the running total could pass int32
+        running = np.cumsum(drawn.ravel(), dtype=np.int64 if wide else np.int32).astype(np.int64)
+        ends = running[width - 1 :: width]
+        base = np.concatenate([[0], ends[:-1]])
+        n = ends - base
+        last = (n - 1)[:, None]
+        virtual = last * self.quantiles[None, :]
+        below = np.floor(virtual).astype(np.int64)
+        above = virtual >= last
+        prev = np.where(above, last, below)
+        nxt = np.where(above, last, below + 1)
+        gamma = virtual - np.where(above, -1, below)
+
+        def element(k: np.ndarray) -> np.ndarray:
+            pos = np.searchsorted(running, (k + base[:, None]).ravel(), side="right").reshape(k.shape)
+            return self.values[pos - (np.arange(rows) * width)[:, None]]
+
+        a, b = element(prev), element(nxt)
+        diff_b_a = b - a
+        cut = a + diff_b_a * gamma
+        late = gamma >= 0.5
+        cut[late] = (b - diff_b_a * (1 - gamma))[late]
+        return cut
+
+    def _sums(self, cut: np.ndarray) -> np.ndarray:
+        """Per resample and item, the sum over the item's entries of |bin(real) - bin(sim)| (exact
+        small integers, as float64), from a table of every rank the resamples' cutoffs take."""
+        rank = np.searchsorted(self.everything, cut.ravel(), side="left").reshape(cut.shape)
+        taken, where = np.unique(rank, return_inverse=True)
+        where = where.reshape(rank.shape)
+        # table[t, item] = #{entries e of item: lo_e < taken[t] <= hi_e}, by a difference array over t.
+        table = np.zeros((len(taken) + 1, len(self.items)), dtype=np.int32)
+        np.add.at(table, (np.searchsorted(taken, self.lo, side="right"), self.column), 1)
+        np.add.at(table, (np.searchsorted(taken, self.hi, side="right"), self.column), -1)
+        table = np.cumsum(table, axis=0)
+        sums = table[where[:, 0]]
+        for j in range(1, where.shape[1]):
+            sums = sums + table[where[:, j]]
+        return sums.astype(np.float64)
+
+
+def _pairwise_sums(products: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    """Each row's sum of its ``chosen`` entries, as numpy sums that row's chosen entries as one
+    contiguous vector (its pairwise summation depends on the length): rows with as many chosen
+    entries are packed into one matrix of contiguous rows of that length and summed together."""
+    m = chosen.sum(axis=1)
+    by_size = np.argsort(m, kind="stable")
+    packed = products[by_size][chosen[by_size]]
+    ends = np.cumsum(m[by_size])
+    sizes, first, members = np.unique(m[by_size], return_index=True, return_counts=True)
+    totals = np.empty(len(products))
+    for size, start, count in zip(sizes.tolist(), first.tolist(), members.tolist(), strict=True):
+        begin = int(ends[start]) - size
+        totals[by_size[start : start + count]] = packed[begin : begin + count * size].reshape(count, size).sum(axis=1)
+    return totals

@@ -173,3 +173,36 @@ def test_resampled_similarity_equals_rescoring_the_resample():
         expected = np.mean([v for v in values if v is not None])
         assert statistic(idx) == pytest.approx(expected, abs=1e-12)
     assert statistic(np.array([0, 0])) is None
+
+
+def test_the_bootstraps_batched_statistic_is_bit_identical_to_one_resample_at_a_time():
+    """``of_draws`` (all resamples at once) gives exactly the floats of ``statistic(indices)``, so a
+    cluster bootstrap's interval is the same either way: ties, items without deltas, items with
+    several KCs, resamples that draw no delta at all."""
+    from simhub.evaluation.stats import cluster_bootstrap
+    from simhub.metrics.knowledge import resampled_similarity
+
+    rng = np.random.default_rng(7)
+    for trial in range(6):
+        n = int(rng.integers(20, 120))
+        details = []
+        for _ in range(n):
+            r = rng.random()
+            if r < 0.15:
+                details.append(None)
+            elif r < 0.2:
+                details.append({"kcs": [], "real_deltas": [], "sim_deltas": []})
+            else:
+                k = int(rng.integers(1, 5))
+                real = rng.normal(0, 0.02, k)
+                details.append({"kcs": ["kc"] * k, "real_deltas": list(np.round(real, 2) if trial % 2 else real),
+                                "sim_deltas": list(rng.normal(0, 0.02, k))})
+        clusters = [f"d{i // int(rng.integers(1, 12))}" for i in range(n)]
+        statistic = resampled_similarity(details)
+        one_at_a_time = cluster_bootstrap(clusters, lambda idx, f=statistic: f(idx), n_resamples=200, seed=trial)
+        assert cluster_bootstrap(clusters, statistic, n_resamples=200, seed=trial) == one_at_a_time
+        counts = rng.integers(0, 3, (40, n))
+        counts[0] = 0
+        batched = statistic.of_draws(counts, np.arange(n))
+        single = [statistic(np.repeat(np.arange(n), row)) for row in counts]
+        assert np.array_equal(batched, np.array([np.nan if v is None else v for v in single]), equal_nan=True)
