@@ -129,6 +129,13 @@ def _unknown_simulator(name: str) -> ErrorExample:
                         "baseline:zero-shot, baseline:ocean, baseline:icl, baseline:reasoning, baseline:oracle", "model")
 
 
+#: What /simulate and /v1/chat/completions answer when the server cannot call a simulator's endpoint
+#: as configured: the demo's prompted baselines are OpenAI models, and no key is set for them.
+_SERVER_CONFIG = ErrorExample(
+    500, "A simulator's endpoint has no API key set on the server (the demo's baseline:zero-shot)",
+    "server_config_error", "no API key for https://api.openai.com/v1: set SIMHUB_BASELINE_API_KEY or OPENAI_API_KEY",
+    "SIMHUB_BASELINE_API_KEY")
+
 #: What /simulate and /v1/chat/completions answer while their simulator cannot serve.
 _SIMULATOR_NOT_SERVING = (
     ErrorExample(503, "The simulator is still being built (a first start)", "not_ready",
@@ -150,6 +157,7 @@ SIMULATE_ERRORS = [
     _unknown_simulator("my-student"),
     ErrorExample(422, "A value of the wrong type", "validation_error",
                  "sampling.temperature: Expected `float`, got `str`", "sampling.temperature"),
+    _SERVER_CONFIG,
     *_SIMULATOR_NOT_SERVING,
     *_common(),
 ]
@@ -177,6 +185,7 @@ CHAT_ERRORS = [
                  "temperature: Expected `float` <= 2.0", "temperature"),
     ErrorExample(502, "The simulator's own endpoint failed", "upstream_error",
                  "model: the simulator's endpoint failed (connection refused at http://127.0.0.1:8001/v1)", "model"),
+    _SERVER_CONFIG,
     *_SIMULATOR_NOT_SERVING,
     *_common(),
 ]
@@ -191,6 +200,8 @@ STATUS_DESCRIPTIONS = {
     400: "invalid request, unsupported parameter, limit exceeded, body not UTF-8 or nested too deeply",
     401: "missing or wrong API key (only when the service has one)", 404: "no simulator of that id",
     413: "body too large", 422: "wrong types or constraint violated", 429: "rate limited",
+    500: "the server's own configuration is incomplete (field: what to set, e.g. the variable of a simulator endpoint's "
+         "API key), or an internal error (its traceback is in the server log)",
     502: "a simulator's own endpoint failed",
     503: "not ready yet (Retry-After), failed to load (see /ready), or queue full (Retry-After)",
     504: "request timed out",

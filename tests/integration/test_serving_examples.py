@@ -242,6 +242,23 @@ def _dead_endpoint(_) -> Any:
         return _post(c, "createChatCompletion", _example("createChatCompletion"))
 
 
+def _dead_endpoint_simulate(_) -> Any:
+    """/simulate of the same simulator: the endpoint's failure is that dialogue's error, in a 200."""
+    endpoint = EndpointSettings(base_url=f"http://127.0.0.1:{free_port()}/v1", api_key_env="none", max_retries=0,
+                                timeout_s=5, cache=False)
+    profile = Profile(name="remote", simulators={examples.DEMO_SIMULATOR: SimulatorConfig(
+        kind="openai", model="remote-student", endpoint=endpoint)})
+    with TestClient(create_app(settings(profile), profile)) as c:
+        wait_ready(c)
+        return _post(c, "simulate", _example("simulate"))
+
+
+def _keyless_baseline(operation_id: str) -> Callable[[TestClient], Any]:
+    """The demo's baseline:zero-shot (an OpenAI model) on a server with no OpenAI key set (the
+    autouse fixture of tests/conftest.py unsets them)."""
+    return _changed(operation_id, model="baseline:zero-shot")
+
+
 COMMON = {401: _mini(api_key="docs-key"), 413: _oversized, 429: _mini(rate_limit_per_minute=1), 504: _slow}
 #: What provokes each documented error: (operation, status, type) -> a request against the app.
 PROVOKE: dict[tuple[str, int, str], Callable[[TestClient], Any]] = {
@@ -249,6 +266,7 @@ PROVOKE: dict[tuple[str, int, str], Callable[[TestClient], Any]] = {
     ("simulate", 400, "cap_exceeded"): _sampling(n=9),
     ("simulate", 404, "unknown_model"): _changed("simulate", model="my-student"),
     ("simulate", 422, "validation_error"): _sampling(temperature="hot"),
+    ("simulate", 500, "server_config_error"): _keyless_baseline("simulate"),
     ("simulate", 503, "overloaded"): _queue_full("simulate"),
     ("simulate", 503, "not_ready"): _loading("simulate", fail=False),
     ("simulate", 503, "load_failed"): _loading("simulate", fail=True),
@@ -261,6 +279,7 @@ PROVOKE: dict[tuple[str, int, str], Callable[[TestClient], Any]] = {
         "createChatCompletion", tools=[{"type": "function", "function": {"name": "calculator"}}]),
     ("createChatCompletion", 404, "unknown_model"): _changed("createChatCompletion", model="gpt-4o"),
     ("createChatCompletion", 422, "validation_error"): _changed("createChatCompletion", temperature=3),
+    ("createChatCompletion", 500, "server_config_error"): _keyless_baseline("createChatCompletion"),
     ("createChatCompletion", 502, "upstream_error"): _dead_endpoint,
     ("createChatCompletion", 503, "overloaded"): _queue_full("createChatCompletion"),
     ("createChatCompletion", 503, "not_ready"): _loading("createChatCompletion", fail=False),
@@ -280,6 +299,12 @@ def _numbers_aside(message: str) -> str:
     return re.sub(r"\d+(?:\.\d+)?", "N", message)
 
 
+def response_schema(document: dict, path: str, status: int) -> dict:
+    """The JSON Schema the document gives the body of ``status`` on ``path``, its references resolvable."""
+    schema = document["paths"][path]["post"]["responses"][str(status)]["content"]["application/json"]["schema"]
+    return {**schema, "components": document["components"]}
+
+
 def test_every_documented_error_has_a_provocation(document):
     documented = {(op_id, status, value["error"]["type"])
                   for path, op_id in POSTS.items()
@@ -294,14 +319,33 @@ def test_error_examples_are_what_the_app_answers(client, document, key):
                   if st == status and value["error"]["type"] == type_]
     summary, value = example
     msgspec.convert(value, s.ErrorResponse)
+    jsonschema = pytest.importorskip("jsonschema")  # (schemathesis's, in the dev extra)
+    documented = response_schema(document, PATHS[operation_id], status)
+    jsonschema.validate(value, documented)
     r = PROVOKE[key](client)
     assert r.status_code == status, (summary, r.text)
+    jsonschema.validate(r.json(), documented)  # the body the app really answers has the documented shape
     got, want = r.json()["error"], value["error"]
     assert (got["type"], got["field"]) == (want["type"], want.get("field")), summary  # the docs leave out a null field
     if key in FIRST_START:
         got["message"], want["message"] = (re.split(r"; | \(", m)[0] for m in (got["message"], want["message"]))
     assert _numbers_aside(got["message"]) == _numbers_aside(want["message"]), summary
     assert client.get("/health").status_code == 200
+
+
+def test_server_side_statuses_are_documented_where_the_app_answers_them(client, document):
+    """500 (server configuration) on the two simulation routes, 502 (a simulator endpoint's failure)
+    where a failure is the whole answer: the chat completion. /simulate answers the failure as the
+    dialogue's own error in a 200, and /score, whose judge failures are nulls with their cause, has
+    neither."""
+    declared = {path: {int(c) for c in document["paths"][path]["post"]["responses"]} for path in POSTS}
+    assert 500 in declared["/simulate"] and 500 in declared["/v1/chat/completions"]
+    assert 502 in declared["/v1/chat/completions"] and 502 not in declared["/simulate"]
+    assert not {500, 502} & declared["/score"]
+    r = _dead_endpoint_simulate(client)
+    assert r.status_code == 200, r.text
+    (result,) = r.json()["results"]
+    assert result["candidates"] == [] and "connection" in result["error"].lower()
 
 
 def test_ready_example_is_a_ready_response(document, tmp_path, monkeypatch):
