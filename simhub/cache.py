@@ -24,6 +24,13 @@ def fingerprint(value: Any) -> str:
     return hashlib.sha256(data.encode()).hexdigest()
 
 
+def fingerprint_of_json(parts: list[str]) -> str:
+    """:func:`fingerprint` of a list whose elements are given as their canonical JSON already
+    (``json.dumps(element, ensure_ascii=False)`` of strings and numbers): the same key, without
+    encoding again what many keys share (a dialogue, in every key of its turns)."""
+    return hashlib.sha256(("[" + ",".join(parts) + "]").encode()).hexdigest()
+
+
 def folder_fingerprint(path: str | os.PathLike[str] | None) -> str | None:
     """What identifies a model folder's contents cheaply: names, sizes and modification times of its
     files (so a retrained adapter in the same folder gets new keys). None for a Hub id or nothing."""
@@ -42,6 +49,8 @@ class ContentCache:
 
     def __init__(self, root: str | os.PathLike[str] | None, namespace: str):
         self.root = Path(root) / namespace if root is not None else None
+        #: The folder as a string: a rerun reads thousands of entries, and pathlib's joins cost more than the reads.
+        self._folder = os.fspath(self.root) if self.root is not None else ""
         self.hits = 0
         self.misses = 0
 
@@ -56,9 +65,9 @@ class ContentCache:
     def get(self, key: str) -> Any | None:
         if self.root is None:
             return None
-        path = self._path(key)
         try:
-            value = json.loads(path.read_bytes())
+            with open(os.path.join(self._folder, key[:2], key + ".json"), "rb") as fh:
+                value = json.loads(fh.read())
         except (OSError, ValueError):  # absent, or a torn file from another writer: recompute
             self.misses += 1
             return None

@@ -29,10 +29,11 @@ def _simulator(args: argparse.Namespace, metrics: list[str] | None = None, loade
     """The provisioned profile (the simulator's models and, with ``metrics``, those models) and the simulator."""
     from simhub.cli.common import profile_for
     from simhub.simulation import build_simulator, with_icl_pool
-    from simhub.tutoring.components import knowsim_simulator
 
-    knowsim = knowsim_simulator(args.simulator)
-    if knowsim is not None:  # the knowledge-state learner needs no model of the profile
+    if args.simulator.partition(":")[0] == "knowsim":  # the knowledge-state learner needs no model of the profile
+        from simhub.tutoring.components import knowsim_simulator  # (the tutoring stack: imported only for it)
+
+        knowsim = knowsim_simulator(args.simulator)
         return profile_for(args, metrics=metrics, simulators=[], tutors=[], loaded=loaded), knowsim
     profile = profile_for(args, metrics=metrics, simulators=[args.simulator], tutors=[], loaded=loaded)
     force = None if args.backend == "profile" else _backend(args.backend)

@@ -24,8 +24,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from simhub.cache import ContentCache, fingerprint
 from simhub.config import Profile, cache_root
 from simhub.errors import ConfigError, DataError
@@ -89,9 +87,15 @@ def simulate(simulator: Simulator, targets: Sequence[Target], *, sampling: Sampl
             keys[n] = fingerprint([base_key, simulator.messages(target), decoding])
             hit = cache.get(keys[n])
             if hit is not None:
-                records[n] = hit
+                # The key is the prompt: another dialogue with the same turns so far may have stored it.
+                records[n] = {**hit, "dialogue_id": target.dialogue.id, "turn_index": target.turn_index,
+                              "simulator": simulator.id}
                 continue
         todo.append(n)
+    if not todo:  # every answer came from the cache: no model is loaded, nothing is shown
+        return [r for r in records if r is not None]
+    from tqdm.auto import tqdm
+
     bar = tqdm(total=len(targets), initial=len(targets) - len(todo), desc=f"simulate {simulator.id}", unit="turn",
                disable=not progress, dynamic_ncols=True)
     for start in range(0, len(todo), max(1, chunk_size)):
@@ -152,10 +156,12 @@ def run_eval(profile: Profile, simulator: Simulator, data: str | os.PathLike[str
     Returns ``results.json``'s content. ``options.no_cache`` also keeps endpoint clients off their
     response caches for the run.
     """
+    options = options or EvalOptions()
+    if not options.no_cache:  # (the endpoint clients' module is imported only to switch their caches off)
+        return _run_eval(profile, simulator, data, output, options, record)
     from simhub.models.openai import response_cache_off
 
-    options = options or EvalOptions()
-    with response_cache_off(options.no_cache):
+    with response_cache_off():
         return _run_eval(profile, simulator, data, output, options, record)
 
 

@@ -30,6 +30,7 @@ The module imports numpy only; nothing here needs scipy. Invalid parameters rais
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -486,10 +487,21 @@ def _draw_blocks(n_clusters: int, n_resamples: int, seed: int) -> Iterator[np.nd
     The single source of bootstrap randomness: every function draws through it, so equal
     ``(n_clusters, n_resamples, seed)`` mean equal resamples everywhere.
     """
-    rng = np.random.default_rng(seed)
     rows = max(1, _DRAW_BLOCK // n_clusters)
+    if n_resamples <= rows:  # one block: the same for every metric of a run, so drawn once
+        yield _single_block(n_clusters, n_resamples, seed)
+        return
+    rng = np.random.default_rng(seed)
     for start in range(0, n_resamples, rows):
         yield rng.integers(0, n_clusters, size=(min(rows, n_resamples - start), n_clusters))
+
+
+@functools.lru_cache(maxsize=2)
+def _single_block(n_clusters: int, n_resamples: int, seed: int) -> np.ndarray:
+    """:func:`_draw_blocks`'s only block when there is one (at most ``_DRAW_BLOCK`` draws), read-only."""
+    block = np.random.default_rng(seed).integers(0, n_clusters, size=(n_resamples, n_clusters))
+    block.setflags(write=False)
+    return block
 
 
 def _ratio_resamples(sums: np.ndarray, counts: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:

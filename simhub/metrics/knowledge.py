@@ -631,8 +631,8 @@ class ResampledSimilarity:
     ranks, small sums) is organised differently.
     """
 
-    #: Cells (resamples x KC entries) handled at once by :meth:`of_draws`.
-    CHUNK_CELLS = 1 << 18
+    #: Cells (resamples x KC entries, then resamples x items) handled at once by :meth:`of_draws`.
+    CHUNK_CELLS = 1 << 16
 
     def __init__(self, details: Sequence[dict | None]):
         owners, real, sim, kcs = [], [], [], np.zeros(len(details), dtype=np.int64)
@@ -672,9 +672,15 @@ class ResampledSimilarity:
         if not len(self.owner) or not len(counts):
             return out
         plan = _DrawPlan(self, codes)
+        valid = (counts[:, np.unique(plan.item_cluster)] > 0).any(axis=1)  # some item with deltas drawn
+        counts = counts[valid]
+        # The cutoffs in chunks of resamples x KC entries that stay in cache, then the per-item work
+        # in chunks of resamples x items.
         rows = max(1, self.CHUNK_CELLS // len(self.owner))
-        for start in range(0, len(counts), rows):
-            out[start : start + rows] = plan.run(counts[start : start + rows])
+        cut = np.concatenate([plan.cutoffs(counts[i : i + rows]) for i in range(0, len(counts), rows)])
+        rows = max(1, self.CHUNK_CELLS // len(plan.items))
+        out[valid] = np.concatenate([plan.means(counts[i : i + rows], cut[i : i + rows])
+                                     for i in range(0, len(counts), rows)])
         return out
 
 
@@ -699,32 +705,17 @@ class _DrawPlan:
         self.denominator = (NUM_BINS - 1) * stat.kcs[self.items]
         self.quantiles = np.asarray(QUANTILES, dtype=np.float64)
 
-    def run(self, counts: np.ndarray) -> np.ndarray:
-        out = np.full(len(counts), np.nan)
-        weights = counts[:, self.item_cluster]  # multiplicity of every item with deltas
-        valid = (weights > 0).any(axis=1)
-        if not valid.any():
-            return out
-        counts, weights = counts[valid], weights[valid]
-        cut = self._cutoffs(counts)
-        sums = self._sums(cut)
-        sims = 1.0 - sums / self.denominator[None, :]
-        products = np.multiply(sims, weights, dtype=np.float64)
-        scale = weights.sum(axis=1, dtype=np.float64)
-        out[valid] = _pairwise_sums(products, weights > 0) / scale
-        return out
-
-    def _cutoffs(self, counts: np.ndarray) -> np.ndarray:
+    def cutoffs(self, counts: np.ndarray) -> np.ndarray:
         """np.quantile(repeated real deltas, QUANTILES) of each resample: the virtual index
         (n - 1) * q, its floor and floor + 1 (both the last element at or past the end), gamma =
         index - floor, and numpy's two-sided linear interpolation between the two elements."""
         rows, width = counts.shape[0], len(self.values)
         # Running counts of every resample laid end to end: one non-decreasing sequence, so element k
         # of resample r (the first entry whose running count exceeds k) is one search away.
-        drawn = np.take(counts, self.entry_cluster, axis=1)  # C-ordered: ravel makes no copy
-        wide = counts.shape[1] * drawn.size >= 1 << 31  # the running total could pass int32
-        running = np.cumsum(drawn.ravel(), dtype=np.int64 if wide else np.int32).astype(np.int64)
-        ends = running[width - 1 :: width]
+        # (As float64, exact for counts below 2**53, and numpy's fastest running sum.)
+        drawn = np.take(counts.astype(np.float64), self.entry_cluster, axis=1)  # C-ordered: ravel makes no copy
+        running = np.cumsum(drawn.ravel())
+        ends = running[width - 1 :: width].astype(np.int64)
         base = np.concatenate([[0], ends[:-1]])
         n = ends - base
         last = (n - 1)[:, None]
@@ -736,8 +727,8 @@ class _DrawPlan:
         gamma = virtual - np.where(above, -1, below)
 
         def element(k: np.ndarray) -> np.ndarray:
-            pos = np.searchsorted(running, (k + base[:, None]).ravel(), side="right").reshape(k.shape)
-            return self.values[pos - (np.arange(rows) * width)[:, None]]
+            pos = np.searchsorted(running, (k + base[:, None]).astype(np.float64).ravel(), side="right")
+            return self.values[pos.reshape(k.shape) - (np.arange(rows) * width)[:, None]]
 
         a, b = element(prev), element(nxt)
         diff_b_a = b - a
@@ -746,20 +737,31 @@ class _DrawPlan:
         cut[late] = (b - diff_b_a * (1 - gamma))[late]
         return cut
 
+    def means(self, counts: np.ndarray, cut: np.ndarray) -> np.ndarray:
+        """np.average of the items' similarities with the cutoffs ``cut``, weighted by multiplicity."""
+        weights = counts[:, self.item_cluster]  # the multiplicity of every item with deltas
+        sims = 1.0 - self._sums(cut) / self.denominator[None, :]
+        products = np.multiply(sims, weights, dtype=np.float64)
+        return _pairwise_sums(products, weights > 0) / weights.sum(axis=1, dtype=np.float64)
+
     def _sums(self, cut: np.ndarray) -> np.ndarray:
         """Per resample and item, the sum over the item's entries of |bin(real) - bin(sim)| (exact
         small integers, as float64), from a table of every rank the resamples' cutoffs take."""
-        rank = np.searchsorted(self.everything, cut.ravel(), side="left").reshape(cut.shape)
+        rank = np.searchsorted(self.everything, cut.ravel(), side="left")
         taken, where = np.unique(rank, return_inverse=True)
-        where = where.reshape(rank.shape)
+        where = where.reshape(cut.shape)
         # table[t, item] = #{entries e of item: lo_e < taken[t] <= hi_e}, by a difference array over t.
-        table = np.zeros((len(taken) + 1, len(self.items)), dtype=np.int32)
-        np.add.at(table, (np.searchsorted(taken, self.lo, side="right"), self.column), 1)
-        np.add.at(table, (np.searchsorted(taken, self.hi, side="right"), self.column), -1)
-        table = np.cumsum(table, axis=0)
+        width = len(self.items)
+        size = (len(taken) + 1) * width
+        starts = np.searchsorted(taken, self.lo, side="right") * width + self.column
+        stops = np.searchsorted(taken, self.hi, side="right") * width + self.column
+        steps = np.bincount(starts, minlength=size) - np.bincount(stops, minlength=size)
+        # An entry adds at most 4 (NUM_BINS - 1) per cutoff: small items fit 16 bits, which halves the traffic.
+        small = int(self.denominator.max()) * len(QUANTILES) < 1 << 15
+        table = np.cumsum(steps.reshape(len(taken) + 1, width), axis=0).astype(np.int16 if small else np.int64)
         sums = table[where[:, 0]]
         for j in range(1, where.shape[1]):
-            sums = sums + table[where[:, j]]
+            sums += table[where[:, j]]
         return sums.astype(np.float64)
 
 

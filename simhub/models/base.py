@@ -15,7 +15,6 @@ A backend that cannot do one of them (a chat API has no prompt log-probabilities
 
 from __future__ import annotations
 
-import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -157,6 +156,8 @@ class LanguageModel(ABC):
 
     async def agenerate(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[GenerationResult]:
         """:meth:`generate` without blocking the event loop (engines with their own loop override it)."""
+        import asyncio  # here: the command line never needs it, and it costs every command its import
+
         return await asyncio.to_thread(self.generate, prompts, sampling)
 
     def close(self) -> None:

@@ -8,14 +8,13 @@ batch; a failing model nulls its chunk with the cause, logged, never silently.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tqdm.auto import tqdm
-
-from simhub.cache import ContentCache, fingerprint
+from simhub.cache import ContentCache, fingerprint_of_json
 from simhub.config import CandidateRules, Limits, Profile, ScoringConfig
 from simhub.errors import ConfigError, SchemaError
 from simhub.metrics import Metric, MetricContext, MetricResult, ScoreItem, check_metric_names, metric_classes
@@ -158,10 +157,11 @@ class Scorer:
             if changed:
                 results[n].details["candidate"] = changed
         extras: dict[str, dict] = {}
+        dialogues: dict[int, str] = {}  # each dialogue's part of the cache keys, encoded once for every metric
         for name in dict.fromkeys(self.owner(m) for m in names):
             metric = self.instances[name]
             wanted = [o for o in metric.output_names() if o in names]
-            extras.update(self._run(name, metric, wanted, prepared, results, progress))
+            extras.update(self._run(name, metric, wanted, prepared, results, progress, dialogues))
         for r in results:
             reasons = r.details.get("null_reasons")
             if reasons is not None and not reasons:
@@ -175,7 +175,7 @@ class Scorer:
         return ScoreResult(items=results, summary=summary)
 
     def _run(self, name: str, metric: Metric, wanted: list[str], prepared: dict[int, ScoreItem],
-             results: list[ItemResult], progress: bool) -> dict[str, dict]:
+             results: list[ItemResult], progress: bool, dialogues: dict[int, str]) -> dict[str, dict]:
         todo: list[int] = []
         for n, item in prepared.items():
             skipped = {o: why for o, why in metric.skip(item).items() if o in wanted}
@@ -186,16 +186,21 @@ class Scorer:
         done: dict[int, MetricResult] = {}
         keys: dict[int, str] = {}
         if self.cache is not None and todo:
-            metric_key = metric.cache_key()
+            metric_key = json.dumps(metric.cache_key())
             for n in todo:
                 item = prepared[n]
-                keys[n] = fingerprint([metric_key, item.turn_index, item.candidate, to_json(item.dialogue).decode()])
+                dialogue = dialogues.get(id(item.dialogue))  # (the items, which hold them, keep the ids unique)
+                if dialogue is None:
+                    dialogue = dialogues[id(item.dialogue)] = json.dumps(to_json(item.dialogue).decode(), ensure_ascii=False)
+                # = fingerprint([metric key, turn index, candidate, the dialogue's JSON])
+                keys[n] = fingerprint_of_json([metric_key, json.dumps(item.turn_index),
+                                               json.dumps(item.candidate, ensure_ascii=False), dialogue])
                 hit = self.cache.get(keys[n])
                 if hit is not None:
                     done[n] = MetricResult.from_json(hit)
             todo = [n for n in todo if n not in done]
         size = max(1, self.config.chunk_size)
-        bar = tqdm(total=len(todo), desc=name, unit="turn", disable=not progress or len(todo) <= size)
+        bar = _bar(len(todo), name, progress and len(todo) > size)
         for start in range(0, len(todo), size):
             chunk = todo[start : start + size]
             try:
@@ -234,6 +239,23 @@ class Scorer:
         result.scores[output] = value
         if value is None:
             result.details.setdefault("null_reasons", {})[output] = reason or "no value"
+
+
+def _bar(total: int, desc: str, show: bool):
+    """A progress bar of ``total`` turns; tqdm is imported only when there is work to show."""
+    if not total:
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="turn", disable=not show)
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
 
 
 def format_summary(summary: dict[str, dict]) -> str:

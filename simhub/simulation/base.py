@@ -10,7 +10,6 @@ counts its failures.
 
 from __future__ import annotations
 
-import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -111,6 +110,8 @@ class Simulator(ABC):
         """``sampling.n`` candidates for each target."""
 
     async def asimulate(self, targets: Sequence[Target], sampling: Sampling | None = None) -> list[SimulationResult]:
+        import asyncio  # here: the command line never needs it, and it costs every command its import
+
         return await asyncio.to_thread(self.simulate, targets, sampling)
 
     def config_record(self) -> dict[str, Any]:
