@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -58,12 +60,60 @@ def test_eval_our_model_writes_a_run_directory(data, tmp_path, cache, tiny_profi
     assert "95% CI" in capsys.readouterr().out
 
 
-def test_a_rerun_calls_no_model_and_gives_identical_results(data, tmp_path, cache, tiny_profile, monkeypatch):
+class LoadSpy:
+    """Counts every model load of this process and calls through (a spy, not a double): the
+    project's loaders (``load_lm`` and ``load_embedder``, wherever a module holds them) and below
+    them transformers' ``from_pretrained`` of models and tokenizers, the transformers backend and
+    the sentence-transformers embedder."""
+
+    def __init__(self, monkeypatch):
+        import sys
+
+        import transformers
+
+        import simhub.models.embeddings as embeddings
+        import simhub.models.loader as loader
+        import simhub.models.transformers as backend
+
+        self.calls: dict[str, int] = {}
+        for owner, name in ((transformers.AutoModelForCausalLM, "from_pretrained"),
+                            (transformers.AutoModelForSequenceClassification, "from_pretrained"),
+                            (transformers.AutoTokenizer, "from_pretrained")):
+            monkeypatch.setattr(owner, name, staticmethod(self._counting(f"{owner.__name__}.{name}", getattr(owner, name))))
+        monkeypatch.setattr(backend, "load_transformers", self._counting("load_transformers", backend.load_transformers))
+        monkeypatch.setattr(embeddings.Embedder, "__init__", self._counting("Embedder", embeddings.Embedder.__init__))
+        for key, real in (("load_lm", loader.load_lm), ("load_embedder", embeddings.load_embedder)):
+            spy = self._counting(key, real)
+            for module in [m for n, m in sys.modules.items() if n.startswith("simhub.") and m is not None]:
+                if getattr(module, key, None) is real:
+                    monkeypatch.setattr(module, key, spy)
+
+    def _counting(self, key, real):
+        def spy(*args, **kwargs):
+            self.calls[key] = self.calls.get(key, 0) + 1
+            return real(*args, **kwargs)
+        return spy
+
+
+def test_a_rerun_loads_no_model_and_the_first_miss_does(tmp_path, cache, tiny_profile, sample_corpus, monkeypatch):
+    """A rerun that the caches answer loads nothing, as a fresh process would (the process's loaded
+    models are dropped first), and gives identical results; when the scores are gone, the metric
+    models load at their first miss while the cached simulations still call no simulator. The data
+    holds two dialogues with the same turns, whose prompts share their cached generations: each
+    keeps its own id on the rerun."""
+    import msgspec
+
     from simhub.metrics.acts import Acts
+    from simhub.models import unload_models
     from simhub.simulation.model import ModelSimulator
 
-    first, second = tmp_path / "a", tmp_path / "b"
-    _eval(["--simulator", "tiny-student", "--data", str(data), "--output", str(first), "--cache-dir", cache])
+    data = tmp_path / "test.jsonl"
+    dialogues = sample_corpus["test"][:4]
+    write_jsonl(data, [*dialogues, msgspec.structs.replace(dialogues[0], id=f"{dialogues[0].id}-again")])
+    args = ["--simulator", "tiny-student", "--data", str(data), "--cache-dir", cache]
+    first, second, third = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    _eval([*args, "--output", str(first)])
+    unload_models()
     calls = {"simulate": 0, "acts": 0}
     real_simulate, real_score = ModelSimulator.simulate, Acts.score
 
@@ -77,11 +127,25 @@ def test_a_rerun_calls_no_model_and_gives_identical_results(data, tmp_path, cach
 
     monkeypatch.setattr(ModelSimulator, "simulate", simulate)
     monkeypatch.setattr(Acts, "score", score)
-    _eval(["--simulator", "tiny-student", "--data", str(data), "--output", str(second), "--cache-dir", cache])
+    loads = LoadSpy(monkeypatch)
+    _eval([*args, "--output", str(second)])
     assert calls == {"simulate": 0, "acts": 0}
-    a, b = (json.loads((p / "results.json").read_text()) for p in (first, second))
-    assert a["metrics"] == b["metrics"]
-    assert (first / "scores.jsonl").read_text() == (second / "scores.jsonl").read_text()
+    assert loads.calls == {}, "a rerun from the cache loaded a model"
+
+    def same(a, b):
+        ra, rb = (json.loads((p / "results.json").read_text()) for p in (a, b))
+        assert ra["metrics"] == rb["metrics"] and ra["failures"] == rb["failures"]
+        assert (a / "scores.jsonl").read_text() == (b / "scores.jsonl").read_text()
+        assert (a / "simulations.jsonl").read_text() == (b / "simulations.jsonl").read_text()
+
+    same(first, second)
+    shutil.rmtree(Path(cache) / "scores")
+    unload_models()
+    _eval([*args, "--output", str(third)])
+    assert calls["simulate"] == 0 and calls["acts"] >= 1  # the generations are still cached; acts is not
+    assert loads.calls.get("load_transformers", 0) >= 1 and loads.calls.get("AutoModelForCausalLM.from_pretrained", 0) >= 1
+    assert loads.calls.get("Embedder", 0) == 1  # cosine's model, at its first miss
+    same(first, third)
 
 
 def test_reference_simulators_floor_and_ceiling(data, tmp_path, tiny_profile):
