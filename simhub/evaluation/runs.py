@@ -74,8 +74,21 @@ def simulate(simulator: Simulator, targets: Sequence[Target], *, sampling: Sampl
     end_of_dialogue}``, or ``candidate: null`` with ``error`` when the simulator failed on it.
 
     Answers are cached under a hash of the simulator, its prompt and the decoding settings as soon as
-    each chunk finishes; failures are not cached, so a rerun retries them.
+    each chunk finishes; failures are not cached, so a rerun retries them. The ICL baseline's
+    retrieved examples are cached with them, so that a rerun needs no embedder to build its prompts.
     """
+    retriever = getattr(simulator, "retriever", None)
+    if retriever is None or cache is None or not cache.enabled or not simulator.cacheable:
+        return _simulate(simulator, targets, sampling, cache, chunk_size, progress)
+    saved, retriever.store = retriever.store, cache
+    try:
+        return _simulate(simulator, targets, sampling, cache, chunk_size, progress)
+    finally:
+        retriever.store = saved
+
+
+def _simulate(simulator: Simulator, targets: Sequence[Target], sampling: Sampling | None, cache: ContentCache | None,
+              chunk_size: int, progress: bool) -> list[dict]:
     use_cache = cache is not None and cache.enabled and simulator.cacheable
     base_key = simulator.fingerprint() if use_cache else ""
     decoding = dataclasses.asdict(sampling) if sampling is not None else "default"

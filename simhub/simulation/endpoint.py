@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
@@ -22,6 +22,9 @@ from simhub.models import Sampling
 from simhub.prompts import BASELINE_STYLES, baseline_messages, student_messages
 from simhub.schema import Dialogue
 from simhub.simulation.base import SimulationResult, Simulator, Target, candidate_from_text
+
+if TYPE_CHECKING:
+    from simhub.cache import ContentCache
 
 BASELINE_PREFIX = "baseline:"
 
@@ -57,6 +60,10 @@ class IclRetriever:
         self.embedder_name = embedder
         self._vectors: np.ndarray | None = None
         self._cache: dict[str, Dialogue | None] = {}
+        #: Where a run keeps the examples it retrieved (set by :func:`simhub.evaluation.runs.simulate` for
+        #: a run with a cache): a rerun then builds its prompts, and finds their answers, with no embedder.
+        self.store: ContentCache | None = None
+        self._pool_key: str | None = None
 
     @property
     def pool(self) -> list[Dialogue]:
@@ -76,14 +83,38 @@ class IclRetriever:
             return self._cache[dialogue.id]
         if not self.pool or not dialogue.profile:  # the pool first: a missing one is an error, whatever the dialogue
             return None
+        key = self._key(dialogue) if self.store is not None and self.store.enabled else None
+        if key is not None:
+            hit = self.store.get(key)  # type: ignore[union-attr]
+            index = hit.get("index") if isinstance(hit, dict) else None
+            if isinstance(index, int) and 0 <= index < len(self.pool) and self.pool[index].id == hit.get("id"):
+                self._cache[dialogue.id] = self.pool[index]
+                return self.pool[index]
+        chosen = self._nearest(dialogue)
+        if chosen is not None:
+            self._cache[dialogue.id] = self.pool[chosen]
+            if key is not None:
+                self.store.put(key, {"index": chosen, "id": self.pool[chosen].id})  # type: ignore[union-attr]
+        return self.pool[chosen] if chosen is not None else None
+
+    def _nearest(self, dialogue: Dialogue) -> int | None:
         if self._vectors is None:
             self._vectors = self._embed([d.profile or "" for d in self.pool])
-        sims = self._vectors @ self._embed([dialogue.profile])[0]
+        sims = self._vectors @ self._embed([dialogue.profile or ""])[0]
         for i in np.argsort(-sims, kind="stable"):
             if self.pool[int(i)].id != dialogue.id:
-                self._cache[dialogue.id] = self.pool[int(i)]
-                return self.pool[int(i)]
+                return int(i)
         return None
+
+    def _key(self, dialogue: Dialogue) -> str:
+        """What the retrieved example depends on: the embedder, the pool's profiles (in order), the
+        dialogue's own id and profile, and simhub's version."""
+        from simhub import __version__
+        from simhub.cache import fingerprint
+
+        if self._pool_key is None:
+            self._pool_key = fingerprint([[d.id, d.profile] for d in self.pool])
+        return fingerprint(["icl-example", __version__, self.embedder_name, self._pool_key, dialogue.id, dialogue.profile])
 
 
 def baseline_config(style: str, baselines: BaselinesConfig) -> SimulatorConfig:

@@ -250,6 +250,27 @@ def test_a_prompted_baseline_through_the_fake(data, tmp_path, fake_openai, monke
     assert json.loads((out / "results.json").read_text())["metrics"]["rouge_l"]["n"] > 0
 
 
+def test_an_icl_baseline_rerun_needs_no_embedder(tmp_path, fake_openai, monkeypatch, sample_corpus):
+    """baseline:icl's prompt holds the training dialogue nearest by profile embedding: the first run
+    embeds and caches its choice with the answers, so a rerun sends nothing and loads no model."""
+    from simhub.models import unload_models
+
+    monkeypatch.setenv("SIMHUB_BASELINE_BASE_URL", fake_openai.base_url)
+    monkeypatch.setenv("SIMHUB_BASELINE_API_KEY", "sk-b")
+    write_jsonl(tmp_path / "train.jsonl", sample_corpus["train"][:12])
+    write_jsonl(tmp_path / "test.jsonl", sample_corpus["test"][:2])
+    args = ["--simulator", "baseline:icl", "--data", str(tmp_path / "test.jsonl"), "--metrics", "rouge_l",
+            "--cache-dir", str(tmp_path / "cache")]
+    _eval([*args, "--output", str(tmp_path / "a")])
+    sent = len(fake_openai.chat_requests())
+    assert sent and "Example" in json.dumps(fake_openai.chat_requests()[0].body)
+    unload_models()
+    loads = LoadSpy(monkeypatch)
+    _eval([*args, "--output", str(tmp_path / "b")])
+    assert len(fake_openai.chat_requests()) == sent and loads.calls == {}
+    assert (tmp_path / "a" / "scores.jsonl").read_text() == (tmp_path / "b" / "scores.jsonl").read_text()
+
+
 def test_simulate_command(data, tmp_path, tiny_profile, capsys):
     out = tmp_path / "sims.jsonl"
     assert main(["simulate", "--profile", TINY, "--simulator", "reference:previous-turn", "--data", str(data),
