@@ -28,7 +28,7 @@ from simhub.cache import ContentCache, fingerprint
 from simhub.config import Profile, cache_root
 from simhub.errors import ConfigError, DataError
 from simhub.evaluation.rundir import RESULTS_FILE, SCORES_FILE, is_missing_label, load_run
-from simhub.metrics import ScoreItem, outputs
+from simhub.metrics import Metric, ScoreItem, outputs
 from simhub.models import Sampling
 from simhub.schema import Dialogue, atomic_write_bytes, read_jsonl, write_jsonl
 from simhub.scoring import Scorer
@@ -214,7 +214,7 @@ def _run_eval(profile: Profile, simulator: Simulator, data: str | os.PathLike[st
         lines.append(line)
     write_jsonl(output / SCORES_FILE, lines)
 
-    summary = _with_intervals(scorer, metrics, lines, result.summary, options)
+    summary = _with_intervals(scorer, metrics, lines, result.summary, options, scores_cache)
     def scoring_failed(line: dict, m: str) -> bool:
         reason = str((line["details"].get("null_reasons") or {}).get(m, ""))
         return line["scores"].get(m) is None and "failed" in reason and not is_missing_label(reason)
@@ -253,24 +253,47 @@ def _version() -> str:
 
 
 def _with_intervals(scorer: Scorer, metrics: Sequence[str], lines: list[dict], summary: dict[str, dict],
-                    options: EvalOptions) -> dict[str, dict]:
+                    options: EvalOptions, cache: ContentCache | None = None) -> dict[str, dict]:
     """Mean, std, n and the dialogue-bootstrap 95% CI of each metric (plus the scorer's extras); a
-    metric whose value is a statistic of the whole set (knowledge) takes its CI from resampling that."""
+    metric whose value is a statistic of the whole set (knowledge) takes its CI from resampling that.
+
+    The numbers are a function of the scores, the dialogues, the resampling settings and simhub's
+    version alone, so they are cached like the scores (``cache``): a rerun resamples nothing."""
+    clusters = [line["dialogue_id"] for line in lines]
+    values = {m: [line["scores"].get(m) for line in lines] for m in metrics}
+    owners = {m: scorer.owner(m) for m in metrics}
+    details = {m: [line["details"].get(owners[m]) for line in lines] for m in metrics}
+    key = None
+    if cache is not None and cache.enabled:
+        resampled = {m: [type(scorer.instances[owners[m]]).__qualname__, details[m]]  # (statistics of the details)
+                     for m in metrics if type(scorer.instances[owners[m]]).resample_statistic is not Metric.resample_statistic}
+        key = fingerprint(["intervals", _version(), options.n_resamples, options.seed, clusters, values, resampled])
+        stats = cache.get(key)
+        if isinstance(stats, dict) and set(stats) == set(metrics):
+            return {m: {**stats[m], **_extras(summary, m)} for m in metrics}
+    stats = _intervals(scorer, metrics, clusters, values, owners, details, options)
+    if key is not None:
+        cache.put(key, stats)  # type: ignore[union-attr]
+    return {m: {**stats[m], **_extras(summary, m)} for m in metrics}
+
+
+def _extras(summary: dict[str, dict], m: str) -> dict:
+    return {k: v for k, v in summary.get(m, {}).items() if k not in ("mean", "std", "count")}
+
+
+def _intervals(scorer: Scorer, metrics: Sequence[str], clusters: list[str], values: dict[str, list],
+               owners: dict[str, str], details: dict[str, list], options: EvalOptions) -> dict[str, dict]:
     from simhub.evaluation.stats import cluster_bootstrap, summarize_metrics
 
-    clusters = [line["dialogue_id"] for line in lines]
-    cis = summarize_metrics({m: [line["scores"].get(m) for line in lines] for m in metrics}, clusters,
-                            n_resamples=options.n_resamples, seed=options.seed)
+    cis = summarize_metrics(values, clusters, n_resamples=options.n_resamples, seed=options.seed)
     out: dict[str, dict] = {}
     for m in metrics:
         ci = cis[m]
-        owner = scorer.owner(m)
-        statistic = scorer.instances[owner].resample_statistic(m, [line["details"].get(owner) for line in lines])
+        statistic = scorer.instances[owners[m]].resample_statistic(m, details[m])
         interval = ci.ci
         if statistic is not None:
             interval = cluster_bootstrap(clusters, statistic, n_resamples=options.n_resamples, seed=options.seed).ci
-        extras = {k: v for k, v in summary.get(m, {}).items() if k not in ("mean", "std", "count")}
-        out[m] = {"mean": ci.mean, "std": ci.std, "n": ci.n, "ci95": list(interval) if interval else None, **extras}
+        out[m] = {"mean": ci.mean, "std": ci.std, "n": ci.n, "ci95": list(interval) if interval else None}
     return out
 
 

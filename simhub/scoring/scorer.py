@@ -193,8 +193,8 @@ class Scorer:
                 if dialogue is None:
                     dialogue = dialogues[id(item.dialogue)] = json.dumps(to_json(item.dialogue).decode(), ensure_ascii=False)
                 # = fingerprint([metric key, turn index, candidate, the dialogue's JSON])
-                keys[n] = fingerprint_of_json([metric_key, json.dumps(item.turn_index),
-                                               json.dumps(item.candidate, ensure_ascii=False), dialogue])
+                keys[n] = fingerprint_of_json([metric_key, json.dumps(item.turn_index, default=str),
+                                               json.dumps(item.candidate, ensure_ascii=False, default=str), dialogue])
                 hit = self.cache.get(keys[n])
                 if hit is not None:
                     done[n] = MetricResult.from_json(hit)

@@ -125,11 +125,19 @@ def test_a_rerun_loads_no_model_and_the_first_miss_does(tmp_path, cache, tiny_pr
         calls["acts"] += 1
         return real_score(self, *a, **k)
 
+    import simhub.evaluation.stats as stats
+
+    def resampling(*a, **k):
+        calls["bootstrap"] = calls.get("bootstrap", 0) + 1
+        return real_summarize(*a, **k)
+
+    real_summarize = stats.summarize_metrics
     monkeypatch.setattr(ModelSimulator, "simulate", simulate)
     monkeypatch.setattr(Acts, "score", score)
+    monkeypatch.setattr(stats, "summarize_metrics", resampling)
     loads = LoadSpy(monkeypatch)
     _eval([*args, "--output", str(second)])
-    assert calls == {"simulate": 0, "acts": 0}
+    assert calls == {"simulate": 0, "acts": 0}  # nor any resampling: the intervals are cached too
     assert loads.calls == {}, "a rerun from the cache loaded a model"
 
     def same(a, b):
@@ -143,6 +151,7 @@ def test_a_rerun_loads_no_model_and_the_first_miss_does(tmp_path, cache, tiny_pr
     unload_models()
     _eval([*args, "--output", str(third)])
     assert calls["simulate"] == 0 and calls["acts"] >= 1  # the generations are still cached; acts is not
+    assert calls["bootstrap"] == 1
     assert loads.calls.get("load_transformers", 0) >= 1 and loads.calls.get("AutoModelForCausalLM.from_pretrained", 0) >= 1
     assert loads.calls.get("Embedder", 0) == 1  # cosine's model, at its first miss
     same(first, third)
