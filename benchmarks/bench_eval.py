@@ -7,7 +7,8 @@ On the demo profile and the sample corpus's test split, in one invocation (ratio
 * ``simulate_one_at_a_time``: the same turns, one prompt per ``generate`` call;
 * ``eval``: ``simhub eval`` end to end on the whole test split (simulate, seven metrics, 10,000
   dialogue-bootstrap resamples), with an empty cache;
-* ``eval_rerun``: the identical command again: every generation and score comes from the cache;
+* ``eval_rerun``: the identical command again: every generation and score comes from the cache, so
+  no model is loaded (nor torch imported);
 * ``bootstrap``: 10,000 dialogue-bootstrap resamples of a paper-sized metric (400 dialogues, 4,400
   turns), the interval every ``results.json`` carries;
 * ``rollout`` / ``eval_dialogues``: ``simhub rollout --mode free`` of the demo student against the
@@ -95,6 +96,11 @@ def main(argv=None) -> None:
     # Build the demo models first so no timing below includes training.
     subprocess.run([sys.executable, "-c", "from simhub.config import load_profile; from simhub.provision import "
                     "provision_profile; provision_profile(load_profile('demo'), on_step=None)"], check=True, env=env)
+    # simhub's modules byte-compiled, as an installed wheel has them (and any run but the first where Python
+    # may write bytecode): with PYTHONDONTWRITEBYTECODE set and an editable install, every command would
+    # otherwise compile them again, which a fully cached rerun would mostly measure.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "simhub")], check=True, env=env,
+                   capture_output=True)
     report: dict = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}}
     for mode in ("batched", "single"):
         out = subprocess.run([sys.executable, __file__, "--mode", mode, "--turns", str(args.turns)], check=True, env=env,

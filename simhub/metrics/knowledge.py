@@ -756,8 +756,9 @@ class _DrawPlan:
         starts = np.searchsorted(taken, self.lo, side="right") * width + self.column
         stops = np.searchsorted(taken, self.hi, side="right") * width + self.column
         steps = np.bincount(starts, minlength=size) - np.bincount(stops, minlength=size)
-        # An entry adds at most 4 (NUM_BINS - 1) per cutoff: small items fit 16 bits, which halves the traffic.
-        small = int(self.denominator.max()) * len(QUANTILES) < 1 << 15
+        # A KC adds at most one per cutoff, so an item's sum is at most its denominator (4 per KC): in
+        # 16 bits unless an item has thousands of KCs, which halves the memory traffic.
+        small = int(self.denominator.max()) < 1 << 15
         table = np.cumsum(steps.reshape(len(taken) + 1, width), axis=0).astype(np.int16 if small else np.int64)
         sums = table[where[:, 0]]
         for j in range(1, where.shape[1]):
