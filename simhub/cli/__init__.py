@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "simhub.cli.annotate",
     "simhub.cli.learners",
     "simhub.cli.tutoring",
+    "simhub.cli.human_eval",
 )
 
 
