@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -124,6 +125,10 @@ def test_a_server_configuration_problem_is_not_the_clients_fault(tmp_path, monke
     history = {"id": "1-1", "question": {"text": "What is 1/2 + 1/4?"},
                "turns": [{"role": "tutor", "content": "What do you get?"}]}
     with TestClient(create_app(ServiceSettings.load(profile), profile)) as client:
+        for _ in range(200):  # the simulator loads in the background: a request before that is 503 not_ready
+            if client.get("/ready").json()["status"] != "loading":
+                break
+            time.sleep(0.05)
         r = client.post("/simulate", json={"model": "hosted", "dialogues": [history]})
     assert r.status_code == 500, r.text
     error = r.json()["error"]
