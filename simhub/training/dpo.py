@@ -181,6 +181,17 @@ def truncate_sequence(prompt: list[int], completion: list[int], max_prompt_lengt
     return prompt, completion
 
 
+def preference_rows(pairs: Sequence[dict], dialogues: dict[str, Dialogue], persona: str) -> list[dict]:
+    """trl's conversational preference rows: the student prompt up to the pair's turn, and each candidate
+    as the assistant's message, as generated (the end-of-dialogue marker kept). trl renders them with the
+    chat template, so a completion is the candidate and one end-of-turn token (FIDELITY.md, DPO truncation)."""
+    from simhub.prompts import student_messages
+
+    return [{"prompt": student_messages(dialogues[p["dialogue_id"]], upto=p["turn_index"], persona=persona),
+             "chosen": [{"role": "assistant", "content": p["chosen"]}],
+             "rejected": [{"role": "assistant", "content": p["rejected"]}]} for p in pairs]
+
+
 DPO_TRUNCATION_MODE = "keep_end"
 """trl's ``truncation_mode`` that, after the prompt cut, finishes :func:`truncate_sequence`'s rule."""
 
@@ -343,7 +354,6 @@ def stage_train(ctx: Context) -> dict:
     from trl import DPOConfig, DPOTrainer
 
     from simhub.models.refs import load_tokenizer
-    from simhub.prompts import student_messages
     from simhub.training.common import last_checkpoint, load_base, save_run, thread_policy_callback, training_arguments
 
     recipe, dpo, out = ctx.recipe, ctx.recipe.dpo, ctx.output_dir
@@ -355,10 +365,7 @@ def stage_train(ctx: Context) -> dict:
                           field="dpo.epsilon")
 
     def rows(ps, split):
-        dialogues = ctx.by_id(split)
-        return [{"prompt": student_messages(dialogues[p["dialogue_id"]], upto=p["turn_index"], persona=recipe.persona),
-                 "chosen": [{"role": "assistant", "content": p["chosen"]}],
-                 "rejected": [{"role": "assistant", "content": p["rejected"]}]} for p in ps]
+        return preference_rows(ps, ctx.by_id(split), recipe.persona)
 
     from datasets import Dataset
 
