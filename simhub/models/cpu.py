@@ -91,15 +91,27 @@ def prefer_sleeping_threads() -> None:
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+#: A measurement younger than this is reused (model loads come in bursts).
+REUSE_S = 10.0
+_last: tuple[float, int] | None = None
+
+
 def apply_thread_policy(reason: str = "") -> int | None:
     """Set torch's intra-op threads from the free cores (or the user's fixed count); returns the
     count, or None when torch is not imported (nothing to set)."""
+    global _last
     torch = sys.modules.get("torch")
     if torch is None:
         return None
     fixed = chosen_threads()
     cores = usable_cores()
-    threads = fixed if fixed is not None else policy_threads(cores, others_busy_cores() if cores > 1 else 0.0)
+    if fixed is not None:
+        threads = fixed
+    elif _last is not None and time.monotonic() - _last[0] < REUSE_S:
+        threads = _last[1]
+    else:
+        threads = policy_threads(cores, others_busy_cores() if cores > 1 else 0.0)
+        _last = (time.monotonic(), threads)
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
         log.info("torch threads: %d of %d cores%s", threads, cores, f" ({reason})" if reason else "")
