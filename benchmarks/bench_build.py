@@ -1,16 +1,20 @@
 """Benchmark the demo's first-start build: each demo model's build time on a quiet machine and next
-to one other CPU-bound process, with simhub's thread policy and with torch's defaults.
+to one other CPU-bound process, as simhub builds now and as it built before.
 
 Each condition builds the tiny kit and the six demo models (``simhub.provision``, as ``simhub
 serve`` does on a first start) in a fresh ``$SIMHUB_HOME``, in a fresh worker process, and times
-every step. The conditions, side by side in one run:
+every step. Two ways of building:
 
-- ``quiet``: nothing else running, simhub's thread policy (``simhub.models.cpu``);
-- ``loaded``: the same, while another process spins on one core the whole time;
-- ``loaded-defaults``: torch's defaults (a thread per core, spinning OpenMP waits) next to the same
-  process: what simhub did before the policy. The full build takes an hour this way, so this row
-  (and a ``quiet-defaults`` and ``loaded`` row of the same size) trains the two long models for
-  ``--short-steps`` steps only, and the ratio is read between rows of the same size.
+- ``policy`` (simhub now): every demo build trains on one thread (the same models whatever the
+  load), the two long builds (acts, judge) run side by side when two cores are free, idle OpenMP
+  threads sleep (``simhub.models.cpu``, ``simhub.provision.start_parallel_builds``);
+- ``defaults`` (before): a torch thread per core with OpenMP's spinning waits, one build after
+  another.
+
+and two machine states: ``quiet``, and ``loaded`` (another process spins on one core the whole
+time). The build with the old defaults next to the other process takes about an hour, so the rows
+with ``defaults`` (and a ``policy`` pair of the same size) train the two long models for
+``--short-steps`` steps only; ratios are read between rows of the same size.
 
 Writes a JSON report; the README quotes it.
 
@@ -41,11 +45,15 @@ def worker(mode: str, short_steps: int | None) -> None:
         from simhub.models.cpu import prefer_sleeping_threads
 
         prefer_sleeping_threads()
-    else:  # torch's defaults: a thread per usable core, OpenMP's own wait policy
+    else:  # before the policy: a thread per usable core, OpenMP's own wait policy, one build after another
         os.environ["SIMHUB_THREADS"] = str(len(os.sched_getaffinity(0)))
+        os.environ["SIMHUB_PARALLEL_BUILDS"] = "0"
     import torch  # noqa: F401  (after the wait policy is chosen)
 
     from simhub import provision
+
+    if mode != "policy":
+        provision.DEMO_BUILD_THREADS = len(os.sched_getaffinity(0))
     from simhub.training import load_recipe
 
     if short_steps:  # the demo build reads recipes through simhub.training.load_recipe at call time
@@ -68,10 +76,11 @@ def worker(mode: str, short_steps: int | None) -> None:
     print("TIMES " + json.dumps(times), flush=True)
 
 
-def run_condition(mode: str, loaded: bool, short_steps: int | None) -> dict:
+def run_condition(mode: str, loaded: bool, short_steps: int | None, keep: str | None = None) -> dict:
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if loaded else None
     try:
-        with tempfile.TemporaryDirectory(prefix="simhub-bench-build-") as home:
+        with tempfile.TemporaryDirectory(prefix="simhub-bench-build-") as tmp:
+            home = keep or tmp
             env = {**os.environ, "SIMHUB_HOME": home, "TRANSFORMERS_VERBOSITY": "error"}
             for name in ("OMP_WAIT_POLICY", "SIMHUB_THREADS", "OMP_NUM_THREADS"):
                 env.pop(name, None)
@@ -97,13 +106,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="training steps of the acts and judge builds in the rows with torch's defaults")
     parser.add_argument("--output", default="benchmarks/results/build.json")
     parser.add_argument("--skip-full", action="store_true", help="only the short rows")
+    parser.add_argument("--keep", metavar="DIR", help="build the quiet row into DIR (an empty SIMHUB_HOME) and keep it")
     args = parser.parse_args(argv)
     if args.worker:
         worker(args.worker, args.worker_short)
         return 0
     rows = {}
     if not args.skip_full:
-        rows["quiet"] = run_condition("policy", False, None)
+        rows["quiet"] = run_condition("policy", False, None, keep=args.keep)
         rows["loaded"] = run_condition("policy", True, None)
     short = args.short_steps
     rows[f"quiet-short{short}"] = run_condition("policy", False, short)

@@ -12,15 +12,21 @@ long next to one other CPU-bound job). So simhub:
   over a short window (``/proc/stat`` against this process's own ``/proc/self/stat``), at least 1;
 - re-checks it during training (the other job may start or stop meanwhile).
 
+The demo's own builds are the exception: each trains on one thread (:func:`pinned_threads`), so a
+demo model is the same whatever the load, and ``simhub.provision`` runs two of them side by side
+when two cores are free.
+
 ``SIMHUB_THREADS=N`` fixes the count, and so does ``OMP_NUM_THREADS`` when set (the user's choice). ``benchmarks/bench_build.py`` measures the effect.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
 
 log = logging.getLogger("simhub.threads")
 
@@ -75,8 +81,27 @@ def policy_threads(cores: int, others_busy: float) -> int:
     return max(1, min(cores, cores - int(others_busy + 0.5)))
 
 
+_pinned: int | None = None
+
+
+@contextlib.contextmanager
+def pinned_threads(n: int) -> Iterator[None]:
+    """Within the block, torch uses ``n`` threads whatever the load (the demo's builds train on one
+    thread so that they give the same models on every machine, whatever else runs)."""
+    global _pinned
+    before, _pinned = _pinned, n
+    try:
+        apply_thread_policy("pinned")
+        yield
+    finally:
+        _pinned = before
+
+
 def chosen_threads() -> int | None:
-    """The thread count the user fixed (``SIMHUB_THREADS``, else ``OMP_NUM_THREADS``), or None."""
+    """The thread count fixed for this block (:func:`pinned_threads`) or by the user
+    (``SIMHUB_THREADS``, else ``OMP_NUM_THREADS``), or None."""
+    if _pinned is not None:
+        return _pinned
     for name in (THREADS_ENV, "OMP_NUM_THREADS"):
         value = os.environ.get(name, "").strip()
         if value.isdigit() and int(value) > 0:
