@@ -21,6 +21,7 @@ import contextlib
 import os
 import re
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ import msgspec
 
 from simhub.config import PROVISIONED_SCHEMES, Profile, provisioned_refs, simhub_home
 from simhub.errors import ConfigError, UnknownNameError, require
+from simhub.models.cpu import pinned_threads
 
 #: Demo models: ``demo:NAME`` is trained from the shipped recipe ``tiny-NAME``.
 DEMO_MODELS = ("student-sft", "tutor", "acts", "correctness", "kt", "judge")
@@ -177,7 +179,8 @@ def _train_demo_model(name: str, target: Path) -> None:
     recipe = resolve_recipe(load_recipe(f"tiny-{name}"))
     partial = target.with_name(f".{name}.{os.getpid()}.partial")
     shutil.rmtree(partial, ignore_errors=True)
-    train(recipe, partial)
+    with pinned_threads(DEMO_BUILD_THREADS):  # the same model on every machine, whatever the load
+        train(recipe, partial)
     for checkpoint in partial.glob("checkpoint-*"):
         shutil.rmtree(checkpoint, ignore_errors=True)
     if (target / "adapter_config.json").is_file():  # another process finished first
@@ -253,6 +256,88 @@ def _resolve_struct(value, on_ref: Callable[[str, str | None], str]):
     return value
 
 
+#: Threads of every demo build: one, so a demo model does not depend on the machine's load (a
+#: tiny model's training gives slightly different floats on one and on two threads, and over
+#: 1,000 steps that moves the demo's numbers); the cores are used by building side by side.
+DEMO_BUILD_THREADS = 1
+#: A demo build with at least this many training steps is worth a process of its own.
+LONG_BUILD_STEPS = 100
+PARALLEL_ENV = "SIMHUB_PARALLEL_BUILDS"
+
+
+def _demo_steps(spec: str) -> int:
+    from simhub.training import load_recipe
+
+    return int(load_recipe(f"tiny-{spec.removeprefix('demo:')}").max_steps or 0)
+
+
+def parallel_plan(long: list[str], free_cores: int) -> list[str]:
+    """Which of the long builds ``long`` (in this process's order) go to workers with
+    ``free_cores`` free: the last ones, one per free core beyond this process's own.
+
+    >>> parallel_plan(["demo:judge", "demo:acts"], 2), parallel_plan(["demo:judge", "demo:acts"], 1)
+    (['demo:acts'], [])
+    """
+    n = min(max(free_cores - 1, 0), max(len(long) - 1, 0))
+    return long[len(long) - n:] if n else []
+
+
+def start_parallel_builds(todo: list[str]) -> list[subprocess.Popen]:
+    """Start worker processes for the long demo builds of ``todo`` (in the order this process will
+    build them) that it reaches last, one per free core beyond the first, each on one thread.
+
+    Each demo build trains on one thread (DEMO_BUILD_THREADS), so two side by side take about half
+    the time of the same builds in turn (``benchmarks/bench_build.py``). Each
+    worker holds its model's build lock: when this process reaches that model it waits for the
+    worker, then uses what it built (or builds it itself if the worker failed). A worker's output
+    goes to ``.NAME.build.log`` beside the model's folder. ``SIMHUB_PARALLEL_BUILDS=0`` turns this
+    off; nothing starts when the cores are busy with other work (``simhub.models.cpu``).
+    """
+    from simhub.models.cpu import others_busy_cores, policy_threads, usable_cores
+
+    if os.environ.get(PARALLEL_ENV, "1").strip() in ("0", "false", "no", "off"):
+        return []
+    long = [s for s in todo if s.startswith("demo:") and s.removeprefix("demo:") in DEMO_MODELS
+            and _demo_steps(s) >= LONG_BUILD_STEPS]
+    cores = usable_cores()
+    if len(long) < 2 or cores < 2:
+        return []
+    workers = []
+    for spec in parallel_plan(long, policy_threads(cores, others_busy_cores())):
+        name = spec.removeprefix("demo:")
+        target = demo_dir(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        log = open(target.with_name(f".{name}.build.log"), "wb")  # noqa: SIM115 (the worker writes it)
+        code = f"from simhub.provision import build_demo_model; build_demo_model({name!r})"
+        env = {**os.environ, PARALLEL_ENV: "0", "TRANSFORMERS_VERBOSITY": "error"}
+        workers.append(subprocess.Popen([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT, env=env))
+        log.close()
+        _wait_for_lock(target, workers[-1])
+    return workers
+
+
+def _wait_for_lock(target: Path, worker: subprocess.Popen, timeout_s: float = 120.0) -> None:
+    """Return once ``worker`` holds ``target``'s build lock (or has ended), so this process never
+    starts the same build first."""
+    try:
+        import fcntl
+    except ImportError:
+        return
+    import time
+
+    lock = target.with_name(f".{target.name}.lock")
+    deadline = time.monotonic() + timeout_s
+    while worker.poll() is None and time.monotonic() < deadline:
+        if lock.exists():
+            with open(lock, "a") as fh:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return  # the worker has it
+                fcntl.flock(fh, fcntl.LOCK_UN)
+        time.sleep(0.2)
+
+
 def pending_builds(profile: Profile) -> list[str]:
     """The profile's provisioned references not built yet, in build order (file checks only: cheap)."""
     return [s for s in provisioned_refs(profile) if not is_built(s)]
@@ -266,8 +351,10 @@ def provision_profile(profile: Profile, on_step: StepCallback | None = _say) -> 
     when the caller passes a profile restricted to what it needs.
     """
     todo = pending_builds(profile)
+    workers = []
     if todo:
         clean_stale_partials()
+        workers = start_parallel_builds(todo)
     done: dict[tuple[str, str | None], str] = {}
 
     def on_ref(spec: str, base: str | None) -> str:
@@ -278,7 +365,10 @@ def provision_profile(profile: Profile, on_step: StepCallback | None = _say) -> 
             done[key] = resolve_model(spec, base)
         return done[key]
 
-    return _resolve_struct(profile, on_ref)
+    resolved = _resolve_struct(profile, on_ref)
+    for worker in workers:  # each one's model is built by now (this process waited for its lock)
+        worker.wait()
+    return resolved
 
 
 def resolve_recipe(recipe):

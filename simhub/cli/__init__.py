@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "simhub.cli.annotate",
     "simhub.cli.learners",
     "simhub.cli.tutoring",
+    "simhub.cli.human_eval",
 )
 
 
@@ -97,7 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from simhub.cli.common import quiet_transformers
+    from simhub.models.cpu import prefer_sleeping_threads
 
+    prefer_sleeping_threads()  # before torch loads (simhub.models.cpu)
     parser = build_parser()
     args = parser.parse_args(argv)
     quiet_transformers()

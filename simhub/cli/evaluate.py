@@ -217,6 +217,8 @@ def _rollout(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ConfigError(f"{name}: must be at least 1, got {value}", field=name)
+    if not 0.0 < args.top_p <= 1.0:
+        raise ConfigError(f"top_p: must be in (0, 1], got {args.top_p}", field="top_p")
     raw = load_profile(args.profile)
     if args.tutor not in tutor_names(raw):
         raise UnknownNameError("tutor", args.tutor, tutor_names(raw), field="tutor")

@@ -33,14 +33,14 @@ from simhub.cache import ContentCache, fingerprint
 from simhub.config import ModelRef, Profile, cache_root
 from simhub.errors import DataError
 from simhub.evaluation import dialogue_metrics as dm
-from simhub.evaluation.rundir import DIALOGUE_RESULTS_FILE
 from simhub.metrics import MetricContext
 from simhub.metrics.acts import Acts
 from simhub.metrics.judge import JUDGE_FIELD, final_answer
 from simhub.metrics.knowledge import Knowledge
 from simhub.models import LoadOptions, Sampling, load_lm
 from simhub.prompts import correctness_messages, realness_messages
-from simhub.schema import CORRECTNESS_LABELS, Dialogue, Turn, atomic_write_bytes, read_jsonl
+from simhub.runformat import DIALOGUE_RESULTS_FILE, DialogueLevelResults, DialogueMetric, write_dialogue_results
+from simhub.schema import CORRECTNESS_LABELS, Dialogue, Turn, read_jsonl
 from simhub.simulation import Simulator, Target
 from simhub.simulation.tutor import MirrorTutor, Tutor, TutorRequest
 
@@ -583,7 +583,11 @@ def _figure_data(real: list[Dialogue], sim: list[Dialogue], trajectories) -> dic
 def write_results(results: dict, output: str | os.PathLike[str], info: dict) -> Path:
     """Write ``dialogue_results.json`` into ``output`` and return it. ``--output`` may name a
     ``simhub eval`` run directory, whose files stay as they are: the report then shows both levels
-    for that simulator; a folder with only this file is a dialogue-level run of its own."""
+    for that simulator; a folder with only this file is a dialogue-level run of its own. ``info`` and
+    ``results`` are fields of :class:`~simhub.runformat.DialogueLevelResults`."""
     target = Path(output) / DIALOGUE_RESULTS_FILE
-    atomic_write_bytes(target, json.dumps({**info, **results}, indent=2, ensure_ascii=False).encode() + b"\n")
+    fields = {**info, **results}
+    metrics = {name: DialogueMetric(value=m.get("value"), ci95=tuple(m["ci95"]) if m.get("ci95") else None, n=m.get("n"))
+               for name, m in fields.pop("metrics", {}).items()}
+    write_dialogue_results(target, DialogueLevelResults(**fields, metrics=metrics))
     return target

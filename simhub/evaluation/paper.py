@@ -1,4 +1,5 @@
-"""The published numbers of the paper, as data: Table 1 and the validation of its metric models.
+"""The published numbers of the paper, as data: Table 1, the validation of its metric models and the
+human evaluation (Tables 2–3).
 
 Why a module of constants: a report that prints simhub's numbers next to the paper's lets a reader
 see at a glance whether a reproduction is in the right place, and every consumer (the HTML report,
@@ -25,6 +26,8 @@ __all__ = [
     "PAPER",
     "TABLE1",
     "TABLE1_SPLIT",
+    "TABLE2_HUMAN",
+    "TABLE3",
     "PublishedRow",
     "published_rows",
 ]
@@ -116,14 +119,34 @@ METRIC_MODEL_VALIDATION: Mapping[str, Mapping[str, Any]] = MappingProxyType({
                   "note": "0.5940 without the OCEAN persona in the prompt"},
 })
 
-#: Agreement of the metrics with human judgements, as published (Cohen's kappa for the labels,
-#: Pearson correlation for "linguistic", which covers the text-similarity metrics).
-HUMAN_AGREEMENT: Mapping[str, float] = MappingProxyType({
-    "acts": 0.73,
-    "correctness": 0.69,
-    "errors": 0.61,
-    "linguistic": 0.74,
+#: The paper's Table 2: each method's scores as the human raters' judgements give them, on the
+#: 190 rated turns (38 dialogues, five consecutive student turns each, from turn 5 on). Acts: share of
+#: simulated turns given the same act as the real one; Correctness: the same correctness, over turns
+#: whose real turn the rater did not call na; Errors: the same error, over turns whose real turn the
+#: rater called incorrect; Linguistic: the 1–5 similarity rating mapped to [0, 1] as (rating − 1) / 4.
+#: "DPO" is the DPO-trained 8B student; Zero-Shot and Oracle are the GPT-4.1 baselines of Table 1.
+TABLE2_HUMAN: Mapping[str, Mapping[str, float]] = MappingProxyType({
+    "DPO": MappingProxyType({"acts": 0.7905, "correctness": 0.6377, "errors": 0.0612, "linguistic": 0.5405}),
+    "Zero-Shot": MappingProxyType({"acts": 0.6143, "correctness": 0.6087, "errors": 0.0408, "linguistic": 0.3155}),
+    "Oracle": MappingProxyType({"acts": 0.6476, "correctness": 0.7101, "errors": 0.2449, "linguistic": 0.4071}),
 })
+
+#: The paper's Table 3. ``human_metric``: Cohen's κ between the raters' per-turn outcome and the
+#: metric's (acts: same act or not; correctness and errors: 1, 0 or na, na a category of its own),
+#: and for linguistic Pearson's r between the similarity ratings and a text-similarity metric (the
+#: paper does not say whether cosine or ROUGE-L; simhub reports both). ``human_label``: κ between the
+#: raters' act and correctness labels of the real turns and the LLM annotation. ``human_human``: κ
+#: (Pearson for linguistic) between two raters on the turns both rated (acts and correctness: the
+#: labels themselves, real and simulated turns; errors: the 1/0/na outcome). docs/human-eval.md.
+TABLE3: Mapping[str, Mapping[str, float]] = MappingProxyType({
+    "human_metric": MappingProxyType({"acts": 0.7337, "correctness": 0.6891, "errors": 0.6127, "linguistic": 0.7397}),
+    "human_label": MappingProxyType({"acts": 0.7993, "correctness": 0.7219}),
+    "human_human": MappingProxyType({"acts": 0.4978, "correctness": 0.7187, "errors": 0.6154, "linguistic": 0.6910}),
+})
+
+#: Agreement of the metrics with human judgements, as published (Table 3's first row: Cohen's kappa
+#: for the labels, Pearson correlation for "linguistic", which covers the text-similarity metrics).
+HUMAN_AGREEMENT: Mapping[str, float] = TABLE3["human_metric"]
 
 
 def published_rows() -> list[dict[str, Any]]:

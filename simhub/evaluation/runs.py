@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
 import random
 from collections.abc import Sequence
@@ -30,7 +29,16 @@ from simhub.errors import ConfigError, DataError
 from simhub.evaluation.rundir import RESULTS_FILE, SCORES_FILE, is_missing_label, load_run
 from simhub.metrics import Metric, ScoreItem, outputs
 from simhub.models import Sampling
-from simhub.schema import Dialogue, atomic_write_bytes, read_jsonl, write_jsonl
+from simhub.runformat import (
+    DataInfo,
+    EvalResults,
+    Failures,
+    MetricSummary,
+    ScoreLine,
+    write_eval_results,
+    write_scores,
+)
+from simhub.schema import Dialogue, read_jsonl, write_jsonl
 from simhub.scoring import Scorer
 from simhub.simulation import SimulationResult, Simulator, Target
 
@@ -202,42 +210,41 @@ def _run_eval(profile: Profile, simulator: Simulator, data: str | os.PathLike[st
         d = target.dialogue
         position = positions.get(d.id, 0)
         positions[d.id] = position + 1
-        line: dict[str, Any] = {"dialogue_id": d.id, "turn_index": target.turn_index, "position": position,
-                                "real": d.turns[target.turn_index].content, "candidate": sim["candidate"]}
+        line = ScoreLine(dialogue_id=d.id, turn_index=target.turn_index, position=position,
+                         real=d.turns[target.turn_index].content, candidate=sim["candidate"])
         item = by_target.get(n)
         if item is None:
-            line.update(scores=dict.fromkeys(metrics), details={}, error=f"simulation failed: {sim.get('error')}")
+            line.scores, line.error = dict.fromkeys(metrics), f"simulation failed: {sim.get('error')}"
         else:
-            line.update(scores=item.scores, details=item.details)
+            line.scores, line.details = item.scores, item.details
             if item.error:
-                line["error"] = item.error
+                line.error = item.error
         lines.append(line)
-    write_jsonl(output / SCORES_FILE, lines)
+    write_scores(output / SCORES_FILE, lines)
 
     summary = _with_intervals(scorer, metrics, lines, result.summary, options, scores_cache)
-    def scoring_failed(line: dict, m: str) -> bool:
-        reason = str((line["details"].get("null_reasons") or {}).get(m, ""))
-        return line["scores"].get(m) is None and "failed" in reason and not is_missing_label(reason)
+    def scoring_failed(line: ScoreLine, m: str) -> bool:
+        reason = str((line.details.get("null_reasons") or {}).get(m, ""))
+        return line.scores.get(m) is None and "failed" in reason and not is_missing_label(reason)
 
-    failures = {"simulation": sum(1 for s in sims if s["candidate"] is None),
-                "scoring": {m: sum(1 for line in lines if scoring_failed(line, m)) for m in metrics}}
-    results = {
-        "simulator": simulator.id,
-        "profile": profile.source or profile.name,
-        "data": {"path": str(data), "sha256": sha256_of(data), "dialogues": len(dialogues), "turns": len(targets),
-                 **({"test_subsample": options.test_subsample} if options.test_subsample is not None else {})},
-        "metrics": summary,
-        "failures": failures,
-        "config": {
+    failures = Failures(simulation=sum(1 for s in sims if s["candidate"] is None),
+                        scoring={m: sum(1 for line in lines if scoring_failed(line, m)) for m in metrics})
+    results = EvalResults(
+        simulator=simulator.id,
+        profile=profile.source or profile.name,
+        data=DataInfo(path=str(data), sha256=sha256_of(data), dialogues=len(dialogues), turns=len(targets),
+                      **({"test_subsample": options.test_subsample} if options.test_subsample is not None else {})),
+        metrics=summary,
+        failures=failures,
+        config={
             **(record or {"simulator": simulator.config_record(), "scoring": _builtins(profile.scoring)}),
             "sampling": dataclasses.asdict(options.sampling) if options.sampling else "the simulator's default",
             "bootstrap": {"resamples": options.n_resamples, "seed": options.seed, "unit": "dialogue"},
         },
-        "simhub_version": _version(),
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-    atomic_write_bytes(output / RESULTS_FILE, json.dumps(results, indent=2, ensure_ascii=False).encode() + b"\n")
-    return results
+        simhub_version=_version(),
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+    return write_eval_results(output / RESULTS_FILE, results)
 
 
 def _builtins(struct) -> Any:
@@ -252,17 +259,17 @@ def _version() -> str:
     return __version__
 
 
-def _with_intervals(scorer: Scorer, metrics: Sequence[str], lines: list[dict], summary: dict[str, dict],
-                    options: EvalOptions, cache: ContentCache | None = None) -> dict[str, dict]:
+def _with_intervals(scorer: Scorer, metrics: Sequence[str], lines: list[ScoreLine], summary: dict[str, dict],
+                    options: EvalOptions, cache: ContentCache | None = None) -> dict[str, MetricSummary]:
     """Mean, std, n and the dialogue-bootstrap 95% CI of each metric (plus the scorer's extras); a
     metric whose value is a statistic of the whole set (knowledge) takes its CI from resampling that.
 
     The numbers are a function of the scores, the dialogues, the resampling settings and simhub's
     version alone, so they are cached like the scores (``cache``): a rerun resamples nothing."""
-    clusters = [line["dialogue_id"] for line in lines]
-    values = {m: [line["scores"].get(m) for line in lines] for m in metrics}
+    clusters = [line.dialogue_id for line in lines]
+    values = {m: [line.scores.get(m) for line in lines] for m in metrics}
     owners = {m: scorer.owner(m) for m in metrics}
-    details = {m: [line["details"].get(owners[m]) for line in lines] for m in metrics}
+    details = {m: [line.details.get(owners[m]) for line in lines] for m in metrics}
     key = None
     if cache is not None and cache.enabled:
         resampled = {m: [type(scorer.instances[owners[m]]).__qualname__, details[m]]  # (statistics of the details)
@@ -270,15 +277,18 @@ def _with_intervals(scorer: Scorer, metrics: Sequence[str], lines: list[dict], s
         key = fingerprint(["intervals", _version(), options.n_resamples, options.seed, clusters, values, resampled])
         stats = cache.get(key)
         if isinstance(stats, dict) and set(stats) == set(metrics):
-            return {m: {**stats[m], **_extras(summary, m)} for m in metrics}
+            return {m: _summary(stats[m], summary, m) for m in metrics}
     stats = _intervals(scorer, metrics, clusters, values, owners, details, options)
     if key is not None:
         cache.put(key, stats)  # type: ignore[union-attr]
-    return {m: {**stats[m], **_extras(summary, m)} for m in metrics}
+    return {m: _summary(stats[m], summary, m) for m in metrics}
 
 
-def _extras(summary: dict[str, dict], m: str) -> dict:
-    return {k: v for k, v in summary.get(m, {}).items() if k not in ("mean", "std", "count")}
+def _summary(stat: dict, summary: dict[str, dict], m: str) -> MetricSummary:
+    """One metric's summary struct: the resampled numbers and the scorer's extras for it."""
+    extras = {k: v for k, v in summary.get(m, {}).items() if k not in ("mean", "std", "count")}
+    return MetricSummary(mean=stat["mean"], std=stat["std"], n=stat["n"],
+                         ci95=tuple(stat["ci95"]) if stat["ci95"] else None, extra=extras)
 
 
 def _intervals(scorer: Scorer, metrics: Sequence[str], clusters: list[str], values: dict[str, list],
@@ -327,7 +337,9 @@ def compare_runs(run_a: str | os.PathLike[str], run_b: str | os.PathLike[str], *
         d = c.as_dict()
         metrics[m] = {k: d.get(k) for k in ("a", "b", "diff", "ci95", "p", "p_holm", "test", "n")}
     return {"a": {"run": str(run_a), "simulator": ra.simulator}, "b": {"run": str(run_b), "simulator": rb.simulator},
-            "data": dataclasses.asdict(ra.data), "metrics": metrics}
+            "data": {"path": ra.data.path, "sha256": ra.data.sha256, "dialogues": ra.data.dialogues,
+                     "turns": ra.data.turns},
+            "metrics": metrics}
 
 
 def format_comparison(result: dict) -> str:

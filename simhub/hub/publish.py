@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from simhub.errors import ConfigError, require
+from simhub.runformat import EvalResults, read_eval_results
 
 CARD_DIR = Path(__file__).resolve().parent.parent / "resources" / "cards"
 DATASET_ID = "Eedi/Question-Anchored-Tutoring-Dialogues-2k"
@@ -90,27 +91,26 @@ def _hyperparameters(recipe: dict) -> str:
     return "\n".join(lines)
 
 
-def run_model_index(run: dict) -> dict[str, Any]:
+def run_model_index(run: EvalResults) -> dict[str, Any]:
     """A model-index result from a ``simhub eval`` run's ``results.json``: the realism metrics with
     their 95% confidence intervals, on the data the run evaluated."""
-    data = run.get("data") or {}
     metrics = []
-    for name, m in (run.get("metrics") or {}).items():
-        if isinstance(m, dict) and isinstance(m.get("mean"), int | float):
-            entry = {"type": name, "value": round(float(m["mean"]), 6), "name": f"{name} (simhub realism)"}
-            if m.get("ci95"):
-                entry["args"] = {"ci95": [round(float(v), 6) for v in m["ci95"]], "n": m.get("n")}
+    for name, m in run.metrics.items():
+        if m.mean is not None:
+            entry = {"type": name, "value": round(float(m.mean), 6), "name": f"{name} (simhub realism)"}
+            if m.ci95:
+                entry["args"] = {"ci95": [round(float(v), 6) for v in m.ci95], "n": m.n}
             metrics.append(entry)
     return {
         "task": {"type": "text-generation", "name": "student simulation (turn-level realism)"},
-        "dataset": {"name": Path(str(data.get("path", "eval data"))).name, "type": DATASET_ID,
-                    "revision": data.get("sha256")},
+        "dataset": {"name": Path(run.data.path if run.data.path is not None else "eval data").name,
+                    "type": DATASET_ID, "revision": run.data.sha256},
         "metrics": metrics,
     }
 
 
 def card_data(model_dir: str | os.PathLike[str], repo_id: str, license: str = DEFAULT_LICENSE,
-              config: dict | None = None, runs: list[dict] | None = None) -> dict[str, Any]:
+              config: dict | None = None, runs: list[EvalResults] | None = None) -> dict[str, Any]:
     """The template variables of a model folder's card (front matter included).
 
     ``config`` is the folder's ``training_config.json`` when the caller has read it already;
@@ -174,17 +174,16 @@ def card_data(model_dir: str | os.PathLike[str], repo_id: str, license: str = DE
     }
 
 
-def _runs_table(runs: list[dict]) -> str:
+def _runs_table(runs: list[EvalResults]) -> str:
     if not runs:
         return ""
     lines = ["| data | metric | mean | 95% CI | n |", "|---|---|---|---|---|"]
     for run in runs:
-        name = Path(str((run.get("data") or {}).get("path", "?"))).name
-        for metric, m in (run.get("metrics") or {}).items():
-            if isinstance(m, dict) and m.get("mean") is not None:
-                ci = m.get("ci95") or [None, None]
-                ci_text = f"[{ci[0]:.4f}, {ci[1]:.4f}]" if None not in ci else "-"
-                lines.append(f"| {name} | {metric} | {m['mean']:.4f} | {ci_text} | {m.get('n', '')} |")
+        name = Path(run.data.path if run.data.path is not None else "?").name
+        for metric, m in run.metrics.items():
+            if m.mean is not None:
+                ci_text = f"[{m.ci95[0]:.4f}, {m.ci95[1]:.4f}]" if m.ci95 else "-"
+                lines.append(f"| {name} | {metric} | {m.mean:.4f} | {ci_text} | {'' if m.n is None else m.n} |")
     return "\n".join(lines)
 
 
@@ -196,23 +195,19 @@ def _render(data: dict[str, Any]) -> str:
 
 
 def render_card(model_dir: str | os.PathLike[str], repo_id: str, license: str = DEFAULT_LICENSE,
-                runs: list[dict] | None = None) -> str:
+                runs: list[EvalResults] | None = None) -> str:
     return _render(card_data(model_dir, repo_id, license, runs=runs))
 
 
-def read_runs(paths: list[str] | None) -> list[dict]:
-    """``results.json`` files of ``simhub eval`` runs (a run folder works too)."""
-    runs = []
-    for p in paths or []:
-        path = Path(p)
-        if path.is_dir():
-            path = path / "results.json"
-        runs.append(_read_json(path))
-    return runs
+def read_runs(paths: list[str] | None) -> list[EvalResults]:
+    """``results.json`` files of ``simhub eval`` runs (a run folder works too), read by the checked
+    reader of run directories: a malformed file, or one of a ``schema_version`` this simhub does not
+    read, is a DataError naming it."""
+    return [read_eval_results(p) for p in paths or []]
 
 
 def stage_upload(model_dir: str | os.PathLike[str], repo_id: str, target: str | os.PathLike[str],
-                 license: str = DEFAULT_LICENSE, runs: list[dict] | None = None) -> Path:
+                 license: str = DEFAULT_LICENSE, runs: list[EvalResults] | None = None) -> Path:
     """Write the exact upload folder for ``model_dir`` into ``target``."""
     model_dir, target = Path(model_dir), Path(target)
     if not (model_dir / "adapter_config.json").is_file():

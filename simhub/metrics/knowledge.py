@@ -30,9 +30,10 @@ segment therefore sees exactly what it would see if it were alone after the cont
 the packed result equals running each KC separately.
 
 Precision. ``kt_dtype: bfloat16`` reproduces the reference, whose bf16 model takes the True/False
-softmax in bf16: each mastery is rounded to bf16 (:func:`round_to_bfloat16`). Prompts are tokenised as plain text (no chat
-template) with the BOS token first; the training code must build prompts with the same
-:func:`build_kt_prompt` / :func:`collate_packed` so that train and evaluation inputs agree.
+softmax in bf16: each mastery is rounded to bf16 (:func:`true_probability`), so many real deltas
+become exactly 0 (``benchmarks/bench_kt_dtype.py`` measures how many). Prompts are tokenised as
+plain text (no chat template) with the BOS token first; the training code must build prompts with
+the same :func:`build_kt_prompt` / :func:`collate_packed` so that train and evaluation inputs agree.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ __all__ = [
     "scores_from_details",
     "similarity",
     "true_false_ids",
+    "true_probability",
 ]
 
 #: Number of mass-based bins (quantile categories 0..4).
@@ -249,6 +251,16 @@ def round_to_bfloat16(values: np.ndarray | Sequence[float]) -> np.ndarray:
     return rounded.view(np.float32).astype(np.float64).reshape(np.shape(values))
 
 
+def true_probability(logp_true: np.ndarray | Sequence[float], logp_false: np.ndarray | Sequence[float],
+                     dtype: str = "float32") -> np.ndarray:
+    """A KC's mastery from the log-probabilities of the two answers: the softmax over {True, False}
+    (the full-vocabulary normalisation cancels out), as float64. With ``dtype="bfloat16"`` it is
+    rounded to bf16, what the reference's softmax of its bf16 model's two logits returns: a value of
+    0.5 or more is then a multiple of 1/256."""
+    p_true = 1.0 / (1.0 + np.exp(np.asarray(logp_false, dtype=np.float64) - np.asarray(logp_true, dtype=np.float64)))
+    return round_to_bfloat16(p_true) if dtype == "bfloat16" else p_true
+
+
 def true_false_ids(tokenizer) -> tuple[int, int]:
     """First token ids of ``" True"`` and ``" False"``; see :data:`TRUE_TEXT` for the choice of space."""
     t = tokenizer.encode(TRUE_TEXT, add_special_tokens=False)
@@ -337,11 +349,8 @@ class KnowledgeTracer:
         out: list[list[float]] = [[] for _ in prompts]
         if seqs:
             logp = self.lm.next_token_logprobs(seqs, [self.true_id, self.false_id])
-            # Softmax over the two answers (the full-vocabulary normalisation cancels out).
-            p_true = 1.0 / (1.0 + np.exp(logp[:, 1] - logp[:, 0]))
-            if self.dtype == "bfloat16":
-                # The reference's softmax runs on the bf16 model's logits and returns bf16.
-                p_true = round_to_bfloat16(p_true)
+            # The reference's softmax runs on the bf16 model's logits and returns bf16 (kt_dtype: bfloat16).
+            p_true = true_probability(logp[:, 0], logp[:, 1], self.dtype)
             for owner, value in zip(owners, p_true, strict=True):
                 out[owner].append(float(value))
         return [np.asarray(v, dtype=np.float64) for v in out]

@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from simhub.errors import ConfigError, require
 from simhub.models.base import Generation, GenerationResult, LanguageModel, Prompt, Sampling, TokenLogprob, cut_at_stop
+from simhub.models.cpu import apply_thread_policy
 from simhub.models.refs import ResolvedRef, load_tokenizer
 
 
@@ -42,6 +43,8 @@ class LoadedBase:
         torch = require("torch")
         transformers = require("transformers")
         self.name, self.device = base, device
+        if device == "cpu":
+            apply_thread_policy(f"loading {base}")
         try:
             model = transformers.AutoModelForCausalLM.from_pretrained(base, revision=revision, dtype=_dtype(torch, dtype, device))
         except OSError as exc:

@@ -17,7 +17,7 @@ from simhub.config import Profile
 from simhub.errors import ConfigError, SimhubError
 from simhub.metrics import ScoreItem, summarize
 from simhub.models import Sampling
-from simhub.provision import is_built, pending_builds, restrict
+from simhub.provision import is_built, pending_builds, restrict, start_parallel_builds
 from simhub.scoring import ItemResult, Scorer
 from simhub.serving.batching import Job, MicroBatcher
 from simhub.serving.metrics import ServiceMetrics
@@ -210,6 +210,8 @@ class Services:
         self._thread: threading.Thread | None = None
         #: Set by :meth:`close`: loading stops at the next step instead of starting engines nobody will stop.
         self._closing = threading.Event()
+        #: Worker processes building the long demo models beside this one (simhub.provision).
+        self._workers: list = []
 
     # ------------------------------------------------------------------ plan
 
@@ -372,6 +374,7 @@ class Services:
         PROGRESS.set(self._on_training_step)
         try:
             self.step = self._first_step()  # what is unbuilt now (another process may have built some)
+            self._workers = start_parallel_builds([b for b in self._builds() if not is_built(b)])
             options = load_options(self.profile, asynchronous=True, backend=self.settings.simulator_backend)
             for c in self.components.values():
                 if c.status == "ready":
@@ -418,6 +421,9 @@ class Services:
             # let the step finish (bounded), then stop what it started.
             log.info("shutting down: waiting up to 60 s for step %d/%d to finish", self.step["k"], self.step["n"])
             await asyncio.to_thread(self._thread.join, 60)
+        for worker in self._workers:  # a build nobody waits for any more: its partial folder is cleaned next start
+            if worker.poll() is None:
+                worker.terminate()
         await self.scoring.batcher.close()
         for simulator in self.simulation.simulators.values():
             simulator.close()

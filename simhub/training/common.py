@@ -10,11 +10,13 @@ import contextvars
 import json
 import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from simhub.errors import ConfigError, require
+from simhub.models.cpu import apply_thread_policy
 from simhub.models.refs import load_tokenizer
 from simhub.schema import atomic_write_bytes
 from simhub.training.config import TrainRecipe, check_resources
@@ -43,6 +45,26 @@ def _progress_callback(report: Callable[[int, int], None]):
             report(state.global_step, state.max_steps)
 
     return ReportProgress()
+
+
+#: Seconds between re-checks of torch's thread count during training (simhub.models.cpu).
+THREAD_RECHECK_S = 30.0
+
+
+def thread_policy_callback():
+    """A Trainer callback that re-sets torch's threads from the free cores every THREAD_RECHECK_S
+    seconds of training, as other processes start or stop (simhub.models.cpu)."""
+    from transformers import TrainerCallback
+
+    class ThreadPolicy(TrainerCallback):
+        last = time.monotonic()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if time.monotonic() - self.last >= THREAD_RECHECK_S:
+                apply_thread_policy(f"step {state.global_step}")
+                self.last = time.monotonic()
+
+    return ThreadPolicy()
 
 
 def _log(message: str) -> None:
@@ -239,6 +261,7 @@ def run_supervised(recipe: TrainRecipe, output_dir: str | os.PathLike[str], resu
     from simhub.training.data import load_split
 
     set_seed(recipe.seed)
+    apply_thread_policy(f"training {recipe.kind}")
     tokenizer = load_tokenizer(resolved["base_model"], recipe.base_model_revision)
     train_dialogues = load_split(recipe.data, recipe.train_split, recipe.max_train_dialogues)
     eval_dialogues = load_split(recipe.data, recipe.eval_split, recipe.max_eval_dialogues)
@@ -269,6 +292,7 @@ def run_supervised(recipe: TrainRecipe, output_dir: str | os.PathLike[str], resu
         trainer.remove_callback(PrinterCallback)
     if (report := PROGRESS.get()) is not None:
         trainer.add_callback(_progress_callback(report))
+    trainer.add_callback(thread_policy_callback())
     result = trainer.train(resume_from_checkpoint=checkpoint)
     results = (evaluate or evaluate_loss)(trainer, eval_ex.items, tokenizer) if has_eval else {}
     results.update({"kind": recipe.kind, "split": recipe.eval_split, "train_loss": result.training_loss,

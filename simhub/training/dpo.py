@@ -39,6 +39,7 @@ from typing import Any
 
 from simhub.config import Profile
 from simhub.errors import ConfigError, require
+from simhub.models.cpu import apply_thread_policy
 from simhub.schema import Dialogue, iter_jsonl, write_jsonl
 from simhub.training.config import TrainRecipe
 
@@ -178,6 +179,17 @@ def truncate_sequence(prompt: list[int], completion: list[int], max_prompt_lengt
         drop = len(prompt) + len(completion) - max_length
         prompt, completion = prompt[drop:], completion[max(0, drop - len(prompt)):]
     return prompt, completion
+
+
+def preference_rows(pairs: Sequence[dict], dialogues: dict[str, Dialogue], persona: str) -> list[dict]:
+    """trl's conversational preference rows: the student prompt up to the pair's turn, and each candidate
+    as the assistant's message, as generated (the end-of-dialogue marker kept). trl renders them with the
+    chat template, so a completion is the candidate and one end-of-turn token (FIDELITY.md, DPO truncation)."""
+    from simhub.prompts import student_messages
+
+    return [{"prompt": student_messages(dialogues[p["dialogue_id"]], upto=p["turn_index"], persona=persona),
+             "chosen": [{"role": "assistant", "content": p["chosen"]}],
+             "rejected": [{"role": "assistant", "content": p["rejected"]}]} for p in pairs]
 
 
 DPO_TRUNCATION_MODE = "keep_end"
@@ -342,8 +354,7 @@ def stage_train(ctx: Context) -> dict:
     from trl import DPOConfig, DPOTrainer
 
     from simhub.models.refs import load_tokenizer
-    from simhub.prompts import student_messages
-    from simhub.training.common import last_checkpoint, load_base, save_run, training_arguments
+    from simhub.training.common import last_checkpoint, load_base, save_run, thread_policy_callback, training_arguments
 
     recipe, dpo, out = ctx.recipe, ctx.recipe.dpo, ctx.output_dir
     pairs = list(iter_jsonl(ctx.path("pairs"), type=dict))
@@ -354,10 +365,7 @@ def stage_train(ctx: Context) -> dict:
                           field="dpo.epsilon")
 
     def rows(ps, split):
-        dialogues = ctx.by_id(split)
-        return [{"prompt": student_messages(dialogues[p["dialogue_id"]], upto=p["turn_index"], persona=recipe.persona),
-                 "chosen": [{"role": "assistant", "content": p["chosen"]}],
-                 "rejected": [{"role": "assistant", "content": p["rejected"]}]} for p in ps]
+        return preference_rows(ps, ctx.by_id(split), recipe.persona)
 
     from datasets import Dataset
 
@@ -373,6 +381,7 @@ def stage_train(ctx: Context) -> dict:
                 example["prompt_ids"], [], dpo.max_prompt_length, None)[0]})
 
     set_seed(recipe.seed)
+    apply_thread_policy("training student-dpo")
     tokenizer = load_tokenizer(ctx.sft_adapter, fallback=ctx.base_model)
     # The SFT adapter is trained further; trl copies it as the frozen "ref" adapter (the reference policy).
     model = PeftModel.from_pretrained(load_base(recipe, ctx.base_model), ctx.sft_adapter, is_trainable=True)
@@ -386,6 +395,7 @@ def stage_train(ctx: Context) -> dict:
     trainer = TruncatingDPOTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows(train_pairs, "train")),
                                    eval_dataset=Dataset.from_list(rows(eval_pairs, "val")) if eval_pairs else None,
                                    processing_class=tokenizer)
+    trainer.add_callback(thread_policy_callback())
     result = trainer.train(resume_from_checkpoint=checkpoint)
     results: dict[str, Any] = {"kind": "student-dpo", "train_loss": result.training_loss, "persona": recipe.persona,
                                "global_step": result.global_step, "pairs": len(pairs),

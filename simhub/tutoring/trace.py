@@ -22,6 +22,7 @@ from simhub.learners.graph import IUGraph
 from simhub.learners.metrics import ConversationMetrics
 from simhub.learners.state import KnowledgeState
 from simhub.learners.update import IUSignal, TurnRecord
+from simhub.runformat import check_version, convert_checked
 from simhub.schema import atomic_write_bytes
 
 TRACE_KIND = "simhub-tutor-bench-trace"
@@ -102,11 +103,5 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
         raise DataError(f"{path}: not JSON ({exc})", file=str(path)) from None
     if not isinstance(raw, dict) or raw.get("kind") != TRACE_KIND:
         raise DataError(f"{path}: not a tutor-bench trace (kind {TRACE_KIND!r} expected)", file=str(path), field="kind")
-    version = raw.get("schema_version")
-    if version != TRACE_VERSION:
-        raise DataError(f"{path}: trace schema_version {version!r} is not {TRACE_VERSION}, the version this simhub "
-                        f"reads; use the simhub version that wrote it", file=str(path), field="schema_version")
-    try:
-        return msgspec.convert(raw, Trace)
-    except msgspec.ValidationError as exc:
-        raise DataError(f"{path}: {exc}", file=str(path)) from None
+    version = check_version(raw.get("schema_version"), (TRACE_VERSION,), str(path), what="trace ", file=str(path))
+    return convert_checked(raw, Trace, str(path), file=str(path), version=version)

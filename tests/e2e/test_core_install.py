@@ -92,3 +92,17 @@ def test_the_core_install_still_scores_text_metrics(files):
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(output.read_text())["scores"]["rouge_l"] == 1.0
     assert run_core(["--help"], files).returncode == 0
+
+
+def test_the_core_install_runs_the_human_evaluation(files):
+    """simhub human-eval needs numpy alone: tasks from the real turns, then a report of a filled-in sheet."""
+    folder = Path(files["root"]) / "human"
+    result = run_core(["human-eval", "tasks", "--data", files["dialogues"], "--output", str(folder),
+                       "--dialogues", "1", "--turns", "1", "--start-turn", "0"], files)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ratings = folder / "ratings" / "rater1.csv"
+    header, row = ratings.read_text().splitlines()
+    ratings.write_text(f"{header}\n{row.split(',')[0]},rater1,Math Answer,incorrect,,\n")
+    result = run_core(["human-eval", "report", str(folder), str(ratings)], files)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((folder / "report.json").read_text())["ratings"]["rated"] == 1

@@ -441,6 +441,10 @@ def test_invalid_answers_become_error_cells_and_dependent_labels_are_null(unlabe
         cells = val[given["val"][i].id]
         assert "correct_option" in cells["question_annotation"] and "error" in cells["question_annotation"]
         assert cells["correctness"] == "" and cells["correctness_prompt"] == ""  # never asked
+        # FIDELITY.md (annotation): the other labels are asked all the same, without an answer key.
+        assert cells["acts_prompt"] and "Correct option" not in cells["acts_prompt"]
+    good = next(d.id for d in given["val"] if d.question.text != broken_question)
+    assert "Correct option: " in val[good]["acts_prompt"]
     cell = csv_rows(out / "test_fake-labeller-1.csv")[broken_correctness.id]["correctness"]
     assert cell.startswith("{'error': ") and "do not match the student turns" in cell
     train = csv_rows(out / "train_fake-labeller-1.csv")

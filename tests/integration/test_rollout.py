@@ -194,6 +194,10 @@ def test_eval_dialogues_bad_input(data, tmp_path, sample_corpus, tiny_profile, c
     assert main(["rollout", "--profile", TINY, "--simulator", "tiny-student", "--tutor", "nobody", "--data", str(data),
                  "--output", str(tmp_path / "z")]) == 2
     assert "unknown tutor 'nobody'" in capsys.readouterr().err
+    for top_p in ("0", "1.5"):  # checked before the profile or any model is touched
+        assert main(["rollout", "--profile", TINY, "--simulator", "tiny-student", "--tutor", "nobody", "--data", str(data),
+                     "--output", str(tmp_path / "z"), "--top-p", top_p]) == 2
+        assert f"top_p: must be in (0, 1], got {float(top_p)}" in capsys.readouterr().err
 
 
 def test_pi_calibrated_with_an_endpoint_judge(tmp_path, sample_corpus, fake_openai, monkeypatch, tiny_profile):

@@ -56,6 +56,23 @@ def test_acts_prediction_always_a_label(scorer):
     assert all(p in ACTS for p in predicted) and len(predicted) == len(texts)
 
 
+def test_acts_is_1_iff_the_predicted_act_equals_the_real_label(scorer, monkeypatch):
+    """docs/protocol.md §3: acts scores 1 when the classifier's act of the simulated turn equals the real
+    turn's label, else 0; the classifier's own predictions obey the same rule."""
+    items = [ScoreItem(DIALOGUE, 1, "what?"), ScoreItem(DIALOGUE, 3, "8/5"), ScoreItem(DIALOGUE, 5, "I don't know")]
+    real = [DIALOGUE.turns[i].act for i in (1, 3, 5)]
+    assert real == ["Seek Information", "Math Answer", "Math Answer"]
+    predicted = scorer.score(items, ["acts"]).items
+    assert [i.scores["acts"] for i in predicted] == [float(i.details["acts"]["predicted"] == r)
+                                                      for i, r in zip(predicted, real, strict=True)]
+    monkeypatch.setattr(scorer.instances["acts"], "predict",
+                        lambda batch: ["Seek Information", "Acknowledge", "Math Answer"][: len(batch)])
+    forced = scorer.score(items, ["acts"]).items
+    assert [i.scores["acts"] for i in forced] == [1.0, 0.0, 1.0]
+    assert [(i.details["acts"]["predicted"], i.details["acts"]["real"]) for i in forced] == [
+        ("Seek Information", "Seek Information"), ("Acknowledge", "Math Answer"), ("Math Answer", "Math Answer")]
+
+
 def test_scorer_null_rules_and_details(scorer):
     items = [ScoreItem(DIALOGUE, 1, "what?"), ScoreItem(DIALOGUE, 3, "8/5"), ScoreItem(DIALOGUE, 5, "15/4")]
     result = scorer.score(items, ["acts", "correctness", "errors", "rouge_l", "tutor_response"])
@@ -69,6 +86,31 @@ def test_scorer_null_rules_and_details(scorer):
     assert all(item.details["acts"]["predicted"] in ACTS for item in result.items)
     assert result.summary["correctness"]["count"] == 2 and result.summary["correctness"]["nulls"] == 1
     assert result.summary["tutor_response"]["count"] == 2 and result.summary["tutor_response"]["nulls"] == 1
+
+
+def test_summary_is_the_mean_and_population_std_over_non_null_turns(scorer):
+    """docs/protocol.md §3: a metric's score is mean ± (population) std over its non-null turns, as the
+    reference's ``np.mean`` / ``np.std``. ROUGE-L against the real "5/8 divided by 1/6?" is the paper's
+    sanity pair (1/4 for "8/5", 4/15 for "So, would I divide 1/6 by 5/8?"); the last turn has no
+    tutor_response."""
+    items = [ScoreItem(DIALOGUE, 1, "8/5"), ScoreItem(DIALOGUE, 1, "So, would I divide 1/6 by 5/8?"),
+             ScoreItem(DIALOGUE, 3, "8/5"), ScoreItem(DIALOGUE, 5, "x")]
+    result = scorer.score(items, ["rouge_l", "tutor_response"])
+    rouge = [1 / 4, 4 / 15, 1.0, 0.0]
+    assert [item.scores["rouge_l"] for item in result.items] == pytest.approx(rouge, abs=1e-12)
+    mean = (1 / 4 + 4 / 15 + 1 + 0) / 4  # 0.379166...
+    std = math.sqrt(sum((v - mean) ** 2 for v in rouge) / 4)  # divided by n, not n - 1
+    assert result.summary["rouge_l"] == {"mean": pytest.approx(mean, abs=1e-12), "std": pytest.approx(std, abs=1e-12),
+                                         "count": 4, "nulls": 0}
+    assert (round(mean, 4), round(std, 4)) == (0.3792, 0.3737)  # by hand; the sample std would be 0.4315
+
+    tutor = [item.scores["tutor_response"] for item in result.items]
+    assert tutor[3] is None and all(0.0 < v < 1.0 for v in tutor[:3]) and len(set(tutor[:3])) > 1
+    kept = tutor[:3]
+    summary = result.summary["tutor_response"]
+    assert (summary["count"], summary["nulls"]) == (3, 1)
+    assert summary["mean"] == pytest.approx(sum(kept) / 3, abs=1e-12)
+    assert summary["std"] == pytest.approx(math.sqrt(sum((v - sum(kept) / 3) ** 2 for v in kept) / 3), abs=1e-12)
 
 
 def test_bad_items_get_per_item_errors_and_empty_candidates_are_scored(scorer):
@@ -88,15 +130,33 @@ def test_bad_items_get_per_item_errors_and_empty_candidates_are_scored(scorer):
     assert result.summary["rouge_l"]["count"] == 2
 
 
-def test_candidates_are_cut_to_500_characters_and_the_marker_removed(scorer):
-    """docs/protocol.md §8: end-of-dialogue marker removed, cut to 500 characters, not stripped."""
+def test_candidates_are_cut_to_500_characters_and_the_marker_removed_not_stripped(tiny_profile, monkeypatch):
+    """docs/protocol.md §8: the end-of-dialogue marker is removed and the candidate cut to 500
+    characters, but not stripped. Every metric receives the text with its spaces, and the knowledge
+    metric, whose KT prompt is plain text, scores it differently from the bare text; ROUGE-L's
+    tokenisation cannot tell them apart."""
+    scorer = Scorer(ScoringConfig(metrics=MetricModels(knowledge=tiny_profile.scoring.metrics.knowledge)), mode="benchmark")
+    seen: dict[str, list[str]] = {}
+    for name in ("rouge_l", "knowledge"):
+        score = scorer.instances[name].score
+
+        def spy(items, name=name, score=score):
+            seen.setdefault(name, []).extend(it.candidate for it in items)
+            return score(items)
+
+        monkeypatch.setattr(scorer.instances[name], "score", spy)
     real = DIALOGUE.turns[3].content
-    long = "8/5 " + "z" * 700
-    result = scorer.score([ScoreItem(DIALOGUE, 3, f"  {real}[end of dialogue]"), ScoreItem(DIALOGUE, 3, long)], ["rouge_l"])
-    marked, cut = result.items
-    assert marked.details["candidate"] == {"end_marker": "remove"}
-    assert marked.scores["rouge_l"] == 1.0  # leading spaces kept, but ROUGE tokenisation ignores them
+    padded, long = f"  {real} \n[end of dialogue]", "8/5 " + "z" * 700
+    result = scorer.score([ScoreItem(DIALOGUE, 3, padded), ScoreItem(DIALOGUE, 3, real), ScoreItem(DIALOGUE, 3, long)],
+                          ["rouge_l", "knowledge"])
+    marked, bare, cut = result.items
+    assert seen["rouge_l"] == seen["knowledge"] == [f"  {real} \n", real, long[:500]]
+    assert marked.details["candidate"] == {"end_marker": "remove"} and "candidate" not in bare.details
     assert cut.details["candidate"] == {"truncated_from": len(long)}
+    assert marked.scores["rouge_l"] == bare.scores["rouge_l"] == 1.0  # ROUGE tokenisation ignores the spaces
+    spaced, plain = marked.details["knowledge"], bare.details["knowledge"]
+    assert plain["sim_deltas"] == plain["real_deltas"]  # the bare candidate is the real turn
+    assert spaced["real_deltas"] == plain["real_deltas"] and spaced["sim_deltas"] != plain["sim_deltas"]
 
 
 def test_unknown_and_unconfigured_metrics():

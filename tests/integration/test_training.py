@@ -327,7 +327,8 @@ def test_tiny_sft_trains_lora_only_and_resumes(tmp_path, monkeypatch, simhub_hom
 
     monkeypatch.setattr(peft, "get_peft_model", spy)
     recipe = resolve_recipe(load_recipe("tiny-student-sft",
-                                        ["max_steps=2", "max_train_dialogues=4", "max_eval_dialogues=2", "eval_steps=1"]))
+                                        ["max_steps=2", "max_train_dialogues=4", "max_eval_dialogues=2", "eval_steps=1",
+                                         "warmup_ratio=0.0"]))  # step 1 learns too: the best checkpoint may be step 1
     out = tmp_path / "sft"
     seen: list[tuple[int, int]] = []
     token = PROGRESS.set(lambda done, total: seen.append((done, total)))  # what the service's ETA reads
@@ -845,6 +846,37 @@ def test_dpo_truncation_is_trl_0_22_2(prompt_len, completion_len, prompt_kept):
         length = int(batch["attention_mask"][row].sum())
         ids, mask = batch["input_ids"][row][:length].tolist(), batch["completion_mask"][row][:length].tolist()
         assert ids == kept[0] + kept[1] and sum(mask) == len(kept[1])  # chosen and rejected cut separately
+
+
+def test_dpo_completion_is_the_candidate_and_one_end_of_turn_token(tokenizer, sample_corpus):
+    """FIDELITY.md (DPO truncation): what trl trains on for a pair. The reference passed the templated
+    prompt string and the raw candidate, and trl appended the end-of-turn token (Llama 3.1's EOS); simhub
+    passes conversational rows (:func:`preference_rows`), and trl's own tokenisation gives the same ids:
+    the templated prompt, then the candidate (its end-of-dialogue marker kept) and one end-of-turn token.
+    Only whitespace around a candidate differs: the chat template trims it (FIDELITY.md, deviations)."""
+    from types import SimpleNamespace
+
+    from datasets import Dataset
+    from trl import DPOTrainer
+
+    from simhub.prompts import END_OF_DIALOGUE, student_messages
+    from simhub.training.dpo import DPO_TRUNCATION_MODE, preference_rows
+
+    dialogue = sample_corpus["train"][0]
+    turn = dialogue.student_turn_indices()[1]
+    chosen, rejected = f"I think it is 3/4{END_OF_DIALOGUE}", "  no idea "
+    rows = preference_rows([{"dialogue_id": dialogue.id, "turn_index": turn, "chosen": chosen, "rejected": rejected}],
+                           {dialogue.id: dialogue}, "none")
+    assert rows[0]["prompt"] == student_messages(dialogue, upto=turn, persona="none")
+    args = SimpleNamespace(dataset_num_proc=None, max_length=1024, truncation_mode=DPO_TRUNCATION_MODE)
+    (example,) = DPOTrainer._prepare_dataset(SimpleNamespace(_tokenizer=tokenizer), Dataset.from_list(rows),
+                                             tokenizer, args, "train")
+    prompt = tokenizer.apply_chat_template(rows[0]["prompt"], add_generation_prompt=True, tokenize=False)
+    eot = tokenizer.convert_tokens_to_ids("<|eot_id|>")
+    assert eot == tokenizer.eos_token_id
+    assert example["prompt_ids"] == tokenizer.encode(prompt, add_special_tokens=False)
+    assert example["chosen_ids"] == [*tokenizer.encode(chosen, add_special_tokens=False), eot]
+    assert example["rejected_ids"] == [*tokenizer.encode("no idea", add_special_tokens=False), eot]  # trimmed
 
 
 def test_dpo_truncation_without_limits_keeps_everything():

@@ -21,6 +21,7 @@ from simhub.metrics.knowledge import (
     quantize,
     save_cutoffs,
     similarity,
+    true_probability,
 )
 
 SPEC_CUTOFFS = [-0.0234, 0.0000, 0.0156, 0.0430]
@@ -61,6 +62,38 @@ def test_similarity_bounds():
     assert similarity([0, 0], [4, 4]) == 0.0
     with pytest.raises(ValueError):
         similarity([1], [1, 2])
+
+
+def test_bf16_masteries_sit_on_the_1_256_grid_and_small_moves_round_to_a_zero_delta():
+    """FIDELITY.md (bf16 masteries): with ``kt_dtype: bfloat16`` the two-way softmax is a bf16 number,
+    so a mastery of 0.5 or more is a multiple of 1/256, and a move of less than half a step between
+    two prompts is a delta of exactly 0; float32 keeps both."""
+    gap = np.linspace(-6.0, 6.0, 4001)  # logit(True) - logit(False)
+    p32 = true_probability(gap, np.zeros_like(gap))
+    p16 = true_probability(gap, np.zeros_like(gap), "bfloat16")
+    assert p32 == pytest.approx(1 / (1 + np.exp(-gap)), abs=1e-15)
+    high = p16[p16 >= 0.5]
+    assert high.size > 1000 and np.array_equal(high * 256, np.round(high * 256))
+    assert np.abs(p16 - p32).max() <= 1 / 512  # rounded to the nearest step
+    assert not np.array_equal(p32[p32 >= 0.5] * 256, np.round(p32[p32 >= 0.5] * 256))
+    # Two histories whose masteries differ by about 0.001 (a tenth of the paper's deltas): the same bf16 value.
+    before, after = true_probability([0.900, 0.905], [0.0, 0.0], "bfloat16")
+    assert after - before == 0.0
+    before32, after32 = true_probability([0.900, 0.905], [0.0, 0.0])
+    assert 0.0005 < after32 - before32 < 1 / 512
+    # The paper's worked example (docs/protocol.md §3) is made of such numbers: multiples of 1/256, to 4 decimals.
+    example = np.array(SPEC_CUTOFFS + SPEC_REAL + SPEC_SIM) * 256
+    assert np.abs(example - np.round(example)).max() < 0.02
+
+
+def test_bf16_mastery_is_the_softmax_of_bf16_logits_in_bf16():
+    """The reference's computation: softmax over the bf16 model's two logits, in bf16."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    logits = torch.tensor(rng.normal(0.0, 3.0, size=(20_000, 2)), dtype=torch.bfloat16)
+    reference = torch.softmax(logits, dim=-1)[:, 0].double().numpy()
+    as_float = logits.float().double().numpy()
+    np.testing.assert_array_equal(true_probability(as_float[:, 0], as_float[:, 1], "bfloat16"), reference)
 
 
 def test_qwk_matches_sklearn():

@@ -86,3 +86,49 @@ def test_a_second_process_waits_for_the_first_build_and_reuses_it(tmp_path):
     assert out.strip() == "built" and second.stdout.strip() == "reused"
     assert "another process is building the fake model; waiting" in second.stderr
     assert (tmp_path / "builds.log").read_text().split() == [str(first.pid)]  # built once
+
+
+def test_parallel_plan_gives_workers_the_builds_reached_last():
+    from simhub.provision import parallel_plan
+
+    long = ["demo:judge", "demo:acts"]
+    assert parallel_plan(long, 2) == ["demo:acts"]  # this process builds the judge meanwhile
+    assert parallel_plan(long, 1) == []  # no free core: one build after the other
+    assert parallel_plan(long, 8) == ["demo:acts"]  # never every build: this process takes one
+    assert parallel_plan(["demo:judge"], 4) == []
+    assert parallel_plan(["demo:a", "demo:b", "demo:c"], 3) == ["demo:b", "demo:c"]
+
+
+def test_a_long_build_runs_in_a_worker_beside_this_process(tmp_path, monkeypatch, simhub_home):
+    """Two demo builds side by side: a worker takes the one this process reaches last and holds its
+    lock; this process waits for it there, then reuses its model. (The 4-step demo models stand in
+    for the long ones; the free-core count is fixed so the machine's load does not decide.)"""
+    from simhub import provision
+    from simhub.config import load_profile
+
+    provision.build_tiny_kit()  # the session's kit (built once per test session), shared
+    monkeypatch.setenv("SIMHUB_HOME", str(tmp_path))
+    monkeypatch.delenv("SIMHUB_PARALLEL_BUILDS", raising=False)
+    (tmp_path / "tiny").symlink_to(simhub_home / "tiny")
+    monkeypatch.setattr(provision, "LONG_BUILD_STEPS", 4)
+    monkeypatch.setattr("simhub.models.cpu.usable_cores", lambda: 2)
+    monkeypatch.setattr("simhub.models.cpu.others_busy_cores", lambda window_s=0.25: 0.0)
+    started = []
+    real = provision.start_parallel_builds
+
+    def spy(todo):
+        workers = real(todo)
+        started.extend(workers)
+        return workers
+
+    monkeypatch.setattr(provision, "start_parallel_builds", spy)
+    path = tmp_path / "p.yaml"
+    path.write_text("name: p\nsimulators:\n  s: {model: tiny:llama, adapter: 'demo:student-sft'}\n"
+                    "  t: {model: tiny:llama, adapter: 'demo:tutor'}\n")
+    resolved = provision.provision_profile(load_profile(path), on_step=None)
+    assert len(started) == 1 and started[0].returncode == 0
+    log = (tmp_path / "demo" / ".tutor.build.log").read_text()
+    assert "[simhub train] done" in log  # the worker trained the tutor, this process did not
+    for name in ("student-sft", "tutor"):
+        assert (tmp_path / "demo" / name / "adapter_config.json").is_file()
+    assert resolved.simulators["t"].adapter == str(tmp_path / "demo" / "tutor")

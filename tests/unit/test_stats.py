@@ -415,3 +415,18 @@ def test_errors_name_the_problem():
         paired_compare([0.1, 0.2], [0.1, 0.2], ["a", "b"], test="t-test")
     with pytest.raises(ConfigError, match="exact_max_clusters"):
         permutation_test([0.1, 0.2], ["a", "b"], exact_max_clusters=21)
+
+
+def test_mean_and_population_std_over_the_non_null_values_by_hand():
+    """docs/protocol.md §3 (mean ± std): the reference prints ``np.mean`` ± ``np.std`` (ddof 0) of the
+    non-null values. Over 0, 1, 0.5, 1 that is 0.625 ± sqrt(0.171875) (the sample std would be 0.4787);
+    ``simhub score`` (``summarize``) and ``simhub eval`` (``cluster_mean_ci``) report the same pair."""
+    from simhub.metrics import summarize
+
+    values = [None, 0.0, 1.0, 0.5, None, 1.0]
+    mean, std = 0.625, math.sqrt((0.625**2 + 0.375**2 + 0.125**2 + 0.375**2) / 4)
+    assert (round(std, 4), round(math.sqrt(0.6875 / 3), 4)) == (0.4146, 0.4787)
+    assert summarize(values) == {"mean": mean, "std": pytest.approx(std, abs=1e-15), "count": 4}
+    result = cluster_mean_ci(values, ["a", "a", "b", "b", "c", "c"], n_resamples=100)
+    assert (result.mean, result.n) == (mean, 4) and result.std == pytest.approx(std, abs=1e-15)
+    assert summarize([None, None]) == {"mean": None, "std": None, "count": 0}

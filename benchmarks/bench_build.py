@@ -1,0 +1,148 @@
+"""Benchmark the demo's first-start build: each demo model's build time on a quiet machine and next
+to one other CPU-bound process, as simhub builds now and as it built before.
+
+Each condition builds the tiny kit and the six demo models (``simhub.provision``, as ``simhub
+serve`` does on a first start) in a fresh ``$SIMHUB_HOME``, in a fresh worker process, and times
+every step. Two ways of building:
+
+- ``policy`` (simhub now): every demo build trains on one thread (the same models whatever the
+  load), the two long builds (acts, judge) run side by side when two cores are free, idle OpenMP
+  threads sleep (``simhub.models.cpu``, ``simhub.provision.start_parallel_builds``);
+- ``defaults`` (before): a torch thread per core with OpenMP's spinning waits, one build after
+  another.
+
+and two machine states: ``quiet``, and ``loaded`` (another process spins on one core the whole
+time). The build with the old defaults next to the other process takes about an hour, so the rows
+with ``defaults`` (and a ``policy`` pair of the same size) train the two long models for
+``--short-steps`` steps only; ratios are read between rows of the same size.
+
+Writes a JSON report; the README quotes it.
+
+Usage::
+
+    python benchmarks/bench_build.py [--short-steps 100] [--output benchmarks/results/build.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MODELS = ("student-sft", "kt", "tutor", "correctness", "acts", "judge")  # the demo's build order
+LONG = ("acts", "judge")
+
+
+def worker(mode: str, short_steps: int | None) -> None:
+    """Build everything in this process and print one JSON line of step times."""
+    if mode == "policy":
+        from simhub.models.cpu import prefer_sleeping_threads
+
+        prefer_sleeping_threads()
+    else:  # before the policy: a thread per usable core, OpenMP's own wait policy, one build after another
+        os.environ["SIMHUB_THREADS"] = str(len(os.sched_getaffinity(0)))
+        os.environ["SIMHUB_PARALLEL_BUILDS"] = "0"
+    import torch  # noqa: F401  (after the wait policy is chosen)
+
+    from simhub import provision
+
+    if mode != "policy":
+        provision.DEMO_BUILD_THREADS = len(os.sched_getaffinity(0))
+    from simhub.training import load_recipe
+
+    if short_steps:  # the demo build reads recipes through simhub.training.load_recipe at call time
+        import simhub.training as training
+
+        def short(name, overrides=()):
+            extra = [f"max_steps={short_steps}", f"eval_steps={short_steps}"] if name.removeprefix("tiny-") in LONG else []
+            return load_recipe(name, [*overrides, *extra])
+
+        training.load_recipe = short
+    times = {}
+    start = time.perf_counter()
+    provision.build_tiny_kit()
+    times["tiny-kit"] = round(time.perf_counter() - start, 2)
+    for name in MODELS:
+        t = time.perf_counter()
+        provision.build_demo_model(name)
+        times[name] = round(time.perf_counter() - t, 2)
+    times["total"] = round(time.perf_counter() - start, 2)
+    print("TIMES " + json.dumps(times), flush=True)
+
+
+def run_condition(mode: str, loaded: bool, short_steps: int | None, keep: str | None = None) -> dict:
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if loaded else None
+    try:
+        with tempfile.TemporaryDirectory(prefix="simhub-bench-build-") as tmp:
+            home = keep or tmp
+            env = {**os.environ, "SIMHUB_HOME": home, "TRANSFORMERS_VERBOSITY": "error"}
+            for name in ("OMP_WAIT_POLICY", "SIMHUB_THREADS", "OMP_NUM_THREADS"):
+                env.pop(name, None)
+            cmd = [sys.executable, __file__, "--worker", mode]
+            if short_steps:
+                cmd += ["--worker-short", str(short_steps)]
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+    lines = [line for line in out.stdout.splitlines() if line.startswith("TIMES ")]
+    if out.returncode or not lines:
+        raise SystemExit(f"worker {mode} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+    return json.loads(lines[-1][len("TIMES "):])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", choices=("policy", "defaults"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker-short", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--short-steps", type=int, default=100,
+                        help="training steps of the acts and judge builds in the rows with torch's defaults")
+    parser.add_argument("--output", default="benchmarks/results/build.json")
+    parser.add_argument("--skip-full", action="store_true", help="only the short rows")
+    parser.add_argument("--keep", metavar="DIR", help="build the quiet row into DIR (an empty SIMHUB_HOME) and keep it")
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args.worker, args.worker_short)
+        return 0
+    rows = {}
+    if not args.skip_full:
+        rows["quiet"] = run_condition("policy", False, None, keep=args.keep)
+        rows["loaded"] = run_condition("policy", True, None)
+    short = args.short_steps
+    rows[f"quiet-short{short}"] = run_condition("policy", False, short)
+    rows[f"loaded-short{short}"] = run_condition("policy", True, short)
+    rows[f"quiet-defaults-short{short}"] = run_condition("defaults", False, short)
+    rows[f"loaded-defaults-short{short}"] = run_condition("defaults", True, short)
+
+    def ratio(a: str, b: str) -> float | None:
+        return round(rows[a]["total"] / rows[b]["total"], 2) if a in rows and b in rows else None
+
+    report = {
+        "benchmark": "demo first-start build (tiny kit + six demo models), quiet and next to one CPU-bound process",
+        "cores": len(os.sched_getaffinity(0)),
+        "python": platform.python_version(),
+        "rows_s": rows,
+        "ratios": {
+            "loaded_over_quiet (policy, full build)": ratio("loaded", "quiet"),
+            f"loaded_over_quiet (policy, short{short})": ratio(f"loaded-short{short}", f"quiet-short{short}"),
+            f"loaded_over_quiet (torch defaults, short{short})": ratio(f"loaded-defaults-short{short}",
+                                                                      f"quiet-defaults-short{short}"),
+            f"quiet policy over quiet defaults (short{short})": ratio(f"quiet-short{short}", f"quiet-defaults-short{short}"),
+        },
+        "when": time.strftime("%Y-%m-%d"),
+    }
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,400 @@
+"""The files of a ``simhub eval`` run directory, one versioned msgspec struct each.
+
+* ``results.json``: :class:`EvalResults` (the summary: simulator, profile, data, one
+  :class:`MetricSummary` per metric, failures, configuration).
+* ``scores.jsonl``: one :class:`ScoreLine` a line (a real student turn, the simulated one, their scores).
+* ``dialogue_results.json``: :class:`DialogueLevelResults` (dialogue-level realism, from
+  ``simhub eval-dialogues``).
+
+Every struct starts with ``schema_version`` (:data:`RUN_FORMAT_VERSION`; in ``scores.jsonl`` every
+line carries it). A file without the field was written before versioning; it has the same layout and
+is read as version 0. The writers (``simhub eval``, ``simhub eval-dialogues``) and the checked
+readers (``simhub report``, ``simhub compare``, ``simhub publish --results``) all go through this
+module. A file of a version this simhub does not read is refused with a message naming the file, its
+version and the versions read here; any other mismatch is a :class:`~simhub.errors.DataError` naming
+the file (the line of ``scores.jsonl``) and the field path (``metrics.acts.ci95``).
+
+:func:`check_version` and :func:`convert_checked` are the same two steps for any versioned file (the
+tutor-bench traces and results use them too).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import types
+import typing
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from simhub.errors import DataError
+from simhub.schema import atomic_write_bytes
+
+#: The version the writers write.
+RUN_FORMAT_VERSION = 1
+#: The versions the readers read: 0 is a file without ``schema_version`` (written before versioning, same layout).
+RUN_FORMAT_READS: tuple[int, ...] = (0, 1)
+
+#: The files of a run directory.
+RESULTS_FILE = "results.json"
+SCORES_FILE = "scores.jsonl"
+DIALOGUE_RESULTS_FILE = "dialogue_results.json"
+
+#: A count: a non-negative integer.
+Count = Annotated[int, msgspec.Meta(ge=0)]
+
+S = TypeVar("S", bound=msgspec.Struct)
+
+# --------------------------------------------------------------------------------------- results.json
+
+
+class MetricSummary(msgspec.Struct, forbid_unknown_fields=True):
+    """One metric of ``results.json``: mean, std and n over the turns where it applies, and the 95%
+    interval. ``extra`` holds whatever else the metric reports (``qwk``, ``cutoff_source``,
+    ``nulls``...); in the file those are keys of the entry beside the four."""
+
+    mean: float | None = None
+    std: float | None = None
+    n: Count | None = None
+    ci95: tuple[float, float] | None = None
+    extra: dict[str, Any] = {}
+
+
+_SUMMARY_KEYS = ("mean", "std", "n", "ci95")
+
+
+class DataInfo(msgspec.Struct, forbid_unknown_fields=True):
+    """What data a run was evaluated on; the sha256 tells whether two runs saw the same file."""
+
+    path: str | None = None
+    sha256: str | None = None
+    dialogues: Count | None = None
+    turns: Count | None = None
+    #: The fraction of the reference's random subsample, when the run evaluated one (absent otherwise).
+    test_subsample: float | UnsetType = UNSET
+
+
+class Failures(msgspec.Struct, forbid_unknown_fields=True):
+    """Turns that could not be simulated, and per metric the turns whose scoring failed."""
+
+    simulation: Count = 0
+    scoring: dict[str, Count] = {}
+
+
+class EvalResults(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``results.json`` of a ``simhub eval`` run."""
+
+    schema_version: int = RUN_FORMAT_VERSION
+    simulator: Annotated[str, msgspec.Meta(min_length=1)]
+    profile: str | None = None
+    data: DataInfo = msgspec.field(default_factory=DataInfo)
+    metrics: dict[str, MetricSummary]
+    failures: Failures = msgspec.field(default_factory=Failures)
+    config: dict[str, Any] = {}
+    simhub_version: str | None = None
+    created: str | None = None
+
+
+# --------------------------------------------------------------------------------------- scores.jsonl
+
+
+class ScoreLine(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One line of ``scores.jsonl``: a real student turn, the simulated one, and their scores."""
+
+    schema_version: int = RUN_FORMAT_VERSION
+    dialogue_id: str | int
+    turn_index: Count
+    #: The turn's rank among the dialogue's scored student turns (files of early versions lack it).
+    position: Count | None = None
+    real: str | None = None
+    candidate: str | None = None
+    scores: dict[str, float | None] = {}
+    details: dict[str, Any] = {}
+    #: Why the turn was not simulated or scored; absent from the line when nothing failed.
+    error: str | UnsetType | None = UNSET
+
+
+# ------------------------------------------------------------------------------ dialogue_results.json
+
+
+class DialogueMetric(msgspec.Struct, forbid_unknown_fields=True):
+    """One dialogue-level realism number with its interval and the number of dialogues."""
+
+    value: float | None = None
+    ci95: tuple[float, float] | None = None
+    n: Count | None = None
+
+
+class DialogueLevelResults(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``dialogue_results.json`` of ``simhub eval-dialogues``: what was compared, one
+    :class:`DialogueMetric` per statistic, and what stands behind them."""
+
+    schema_version: int = RUN_FORMAT_VERSION
+    kind: str | None = None
+    real: str | None = None
+    sim: str | None = None
+    profile: str | None = None
+    simulator: str | None = None
+    tutor: str | None = None
+    metrics: dict[str, DialogueMetric] = {}
+    #: Why a statistic is null, for the report (files of early versions lack it).
+    null_reasons: dict[str, str] = {}
+    details: dict[str, Any] = {}
+    stability_sd: dict[str, float | None] = {}
+    failed_rollouts: Count = 0
+    failures: list[dict[str, Any]] = []
+    real_dialogues: Count | None = None
+    sim_dialogues: Count | None = None
+    samples: Count | None = None
+    bootstrap: dict[str, Any] = {}
+    figures: dict[str, Any] = {}
+
+
+# ------------------------------------------------------------------------------------ version, errors
+
+
+def _versions(reads: Sequence[int]) -> str:
+    names = [str(v) for v in reads]
+    text = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    return text + ("; 0 is a file without schema_version, written before versioning" if 0 in reads else "")
+
+
+def check_version(version: object, reads: Sequence[int], where: str, *, what: str = "", file: str | None = None,
+                  row: int | None = None) -> int:
+    """The file's ``schema_version`` when this simhub reads it (None, the field absent, is version 0
+    where ``reads`` has 0); else a DataError naming ``where``, the version and the versions read.
+    ``what`` names the kind of file in the message (``"trace "``)."""
+    number = isinstance(version, int) and not isinstance(version, bool)
+    if (version is None and 0 in reads) or (number and version in reads):
+        return 0 if version is None else typing.cast(int, version)
+    known = _versions(reads)
+    if version is None:
+        message = f"{what}has no schema_version (this simhub reads {known})"
+    elif number and typing.cast(int, version) > max(reads):
+        message = (f"{what}schema_version {version} is newer than this simhub reads ({known}); "
+                   "upgrade simhub to read it")
+    else:
+        message = (f"{what}schema_version {version!r} is not one this simhub reads ({known}); "
+                   "read it with the simhub version that wrote it")
+    raise DataError(f"{where}: {message}", file=file, row=row, field="schema_version")
+
+
+_AT = re.compile(r" - at `(\$[^`]*)`$")
+_SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
+_NAMED = re.compile(r"Object (missing required|contains unknown) field `([^`]+)`")
+_WORDS = {"float": "a number", "int": "an integer", "str": "a string", "null": "null", "object": "a JSON object",
+          "array": "an array", "bool": "true or false"}
+
+
+def _unwrap(tp: Any) -> Any:
+    """``Annotated[T, ...]`` and ``T | None`` (or unset) as T."""
+    while True:
+        origin = typing.get_origin(tp)
+        if origin is Annotated:
+            tp = typing.get_args(tp)[0]
+        elif origin in (typing.Union, types.UnionType):
+            members = [a for a in typing.get_args(tp) if a not in (type(None), UnsetType)]
+            if len(members) != 1:
+                return tp
+            tp = members[0]
+        else:
+            return tp
+
+
+def _field_path(raw: Any, tp: Any, path: str) -> str:
+    """msgspec's error path as a field path with the keys filled in: ``$.metrics[...].mean`` of
+    ``{"metrics": {"acts": ...}}`` is ``metrics.acts.mean`` (msgspec does not name a mapping's keys,
+    so the first entry that does not convert is the one)."""
+    out = ""
+    value = raw
+    for match in _SEGMENT.finditer(path[1:]):
+        name, index = match.groups()
+        tp = _unwrap(tp)
+        if name is not None:
+            out += f".{name}" if out else name
+            fields = msgspec.structs.fields(tp) if isinstance(tp, type) and issubclass(tp, msgspec.Struct) else ()
+            tp = next((f.type for f in fields if f.encode_name == name), Any)
+            value = value.get(name) if isinstance(value, dict) else None
+        elif index == "...":
+            args = typing.get_args(tp) if typing.get_origin(tp) is dict else ()
+            item = args[1] if len(args) == 2 else Any
+            key = _failing_key(value, item)
+            out += ("." if out else "") + (key if key is not None else "[...]")
+            value, tp = (value[key] if key is not None else None), item
+        else:
+            i = int(index)
+            out += f"[{i}]"
+            args = typing.get_args(tp)
+            if typing.get_origin(tp) is tuple and args:
+                tp = args[0] if len(args) == 2 and args[1] is Ellipsis else (args[i] if i < len(args) else Any)
+            else:
+                tp = args[0] if typing.get_origin(tp) is list and args else Any
+            value = value[i] if isinstance(value, list) and i < len(value) else None
+    return out
+
+
+def _failing_key(value: Any, item: Any) -> str | None:
+    if not isinstance(value, dict) or item is Any:
+        return None
+    for key, entry in value.items():
+        try:
+            msgspec.convert(entry, item)
+        except msgspec.ValidationError:
+            return str(key)
+    return None
+
+
+def _words(text: str) -> str:
+    text = re.sub(r"`([^`]*)`", lambda m: " or ".join(_WORDS.get(t.strip(), t.strip()) for t in m.group(1).split("|")),
+                  text)
+    return text[:1].lower() + text[1:]
+
+
+def convert_checked(raw: Any, type: type[S], where: str, *, file: str | None = None, row: int | None = None,
+                    version: int | None = None) -> S:
+    """``raw`` (decoded JSON) as ``type``; a mismatch is a DataError ``WHERE: FIELD.PATH: what is wrong``
+    with ``field`` the path (``$`` for the whole document). ``version``, when given, is named too."""
+    try:
+        return msgspec.convert(raw, type)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        at = _AT.search(text)
+        path, text = (at.group(1), text[: at.start()]) if at else ("$", text)
+        field = _field_path(raw, type, path)
+        named = _NAMED.fullmatch(text)
+        if named:
+            field = f"{field}.{named.group(2)}" if field else named.group(2)
+            message = "missing (a required field)" if named.group(1) == "missing required" else "unknown field"
+        else:
+            message = _words(text)
+        suffix = "" if version is None else f" (read as schema_version {version})" if not version else (
+            f" (schema_version {version})")
+        field = field or "$"
+        raise DataError(f"{where}: {field}: {message}{suffix}", file=file, row=row, field=field) from None
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "a JSON object", list: "an array", str: "a string", bool: "true or false",
+            type(None): "null"}.get(type(value), "a number")
+
+
+def _read_text(file: Path) -> str:
+    try:
+        return file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{file}: not found; is this a simhub eval run directory?", file=str(file)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{file}: cannot be read ({exc})", file=str(file)) from None
+
+
+def _loads(text: str, file: Path, row: int | None = None) -> Any:
+    """JSON as the writers of every version wrote it (Python's json: NaN and Infinity are read)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        line = row if row is not None else exc.lineno
+        raise DataError(f"{file}:{line}: invalid JSON ({exc.msg}, column {exc.colno})", file=str(file),
+                        row=line) from None
+
+
+def _decode(raw: Any, type: type[S], file: Path, row: int | None = None) -> S:
+    where = f"{file}:{row}" if row is not None else str(file)
+    if not isinstance(raw, dict):
+        raise DataError(f"{where}: $: expected a JSON object, got {_json_type(raw)}", file=str(file), row=row,
+                        field="$")
+    version = check_version(raw.get("schema_version"), RUN_FORMAT_READS, where, file=str(file), row=row)
+    return convert_checked({**raw, "schema_version": version}, type, where, file=str(file), row=row, version=version)
+
+
+# ----------------------------------------------------------------------------------------- reading
+
+
+def read_eval_results(path: str | os.PathLike[str]) -> EvalResults:
+    """``results.json`` (or the one of a run directory), checked."""
+    file = Path(path)
+    if file.is_dir():
+        file = file / RESULTS_FILE
+    raw = _loads(_read_text(file), file)
+    metrics = raw.get("metrics") if isinstance(raw, dict) else None
+    if isinstance(metrics, dict):
+        raw = {**raw, "metrics": {name: _nest_extra(entry) for name, entry in metrics.items()}}
+    return _decode(raw, EvalResults, file)
+
+
+def _nest_extra(entry: Any) -> Any:
+    if not isinstance(entry, dict):
+        return entry
+    extra = {k: v for k, v in entry.items() if k not in _SUMMARY_KEYS}
+    core = {k: entry[k] for k in _SUMMARY_KEYS if k in entry}
+    return {**core, "extra": extra} if extra else core
+
+
+def read_scores(path: str | os.PathLike[str]) -> list[tuple[int, ScoreLine]]:
+    """Every line of ``scores.jsonl`` with its (1-based) line number; blank lines are skipped."""
+    file = Path(path)
+    out = []
+    for lineno, line in enumerate(_read_text(file).splitlines(), 1):
+        if line.strip():
+            out.append((lineno, _decode(_loads(line, file, lineno), ScoreLine, file, lineno)))
+    return out
+
+
+def read_dialogue_results(path: str | os.PathLike[str]) -> DialogueLevelResults:
+    """``dialogue_results.json`` (or the one of a run directory), checked."""
+    file = Path(path)
+    if file.is_dir():
+        file = file / DIALOGUE_RESULTS_FILE
+    return _decode(_loads(_read_text(file), file), DialogueLevelResults, file)
+
+
+# ----------------------------------------------------------------------------------------- writing
+
+
+def _plain(obj: Any) -> Any:
+    """Numbers of numpy (a float64 mean, a numpy QWK) as Python numbers."""
+    if isinstance(obj, float):
+        return float(obj)
+    if isinstance(obj, int):
+        return int(obj)
+    item = getattr(obj, "item", None)
+    if callable(item) and type(obj).__module__ == "numpy":
+        return item()
+    raise TypeError(f"cannot write {type(obj).__name__} into a run file")
+
+
+def _document(obj: msgspec.Struct) -> dict[str, Any]:
+    return msgspec.to_builtins(obj, enc_hook=_plain)
+
+
+def _write_json(path: str | os.PathLike[str], document: dict[str, Any]) -> dict[str, Any]:
+    """Write ``document`` atomically as indented JSON; returns what the file holds, as JSON values."""
+    text = json.dumps(document, indent=2, ensure_ascii=False)
+    atomic_write_bytes(path, text.encode() + b"\n")
+    return json.loads(text)
+
+
+def write_eval_results(path: str | os.PathLike[str], results: EvalResults) -> dict[str, Any]:
+    """Write ``results.json`` atomically (each metric's ``extra`` beside its four numbers); returns
+    what was written."""
+    document = _document(results)
+    for entry in document["metrics"].values():
+        entry.update(entry.pop("extra", {}))
+    return _write_json(path, document)
+
+
+def write_scores(path: str | os.PathLike[str], lines: Iterable[ScoreLine]) -> int:
+    """Write ``scores.jsonl`` atomically; returns the number of lines."""
+    encoder = msgspec.json.Encoder(enc_hook=_plain)
+    data = [encoder.encode(line) + b"\n" for line in lines]
+    atomic_write_bytes(path, b"".join(data))
+    return len(data)
+
+
+def write_dialogue_results(path: str | os.PathLike[str], results: DialogueLevelResults) -> dict[str, Any]:
+    """Write ``dialogue_results.json`` atomically; returns what was written."""
+    return _write_json(path, _document(results))
