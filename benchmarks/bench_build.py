@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -112,20 +113,24 @@ def main(argv: list[str] | None = None) -> int:
                         help="training steps of the acts and judge builds in the rows with torch's defaults")
     parser.add_argument("--output", default="benchmarks/results/build.json")
     parser.add_argument("--skip-full", action="store_true", help="only the short rows")
+    parser.add_argument("--no-loaded-defaults", action="store_true",
+                        help="leave out the slowest row (torch's defaults next to the other process)")
     parser.add_argument("--keep", metavar="DIR", help="build the quiet row into DIR (an empty SIMHUB_HOME) and keep it")
     args = parser.parse_args(argv)
     if args.worker:
         worker(args.worker, args.worker_short)
         return 0
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed benchmark still stops its busy process
     rows = {}
     if not args.skip_full:
         rows["quiet"] = run_condition("policy", False, None, keep=args.keep)
         rows["loaded"] = run_condition("policy", True, None)
     short = args.short_steps
-    rows[f"quiet-short{short}"] = run_condition("policy", False, short)
-    rows[f"loaded-short{short}"] = run_condition("policy", True, short)
-    rows[f"quiet-defaults-short{short}"] = run_condition("defaults", False, short)
-    rows[f"loaded-defaults-short{short}"] = run_condition("defaults", True, short)
+    for mode, loaded in (("policy", False), ("policy", True), ("defaults", False), ("defaults", True)):
+        if loaded and mode == "defaults" and args.no_loaded_defaults:
+            continue
+        name = f"{'loaded' if loaded else 'quiet'}{'-defaults' if mode == 'defaults' else ''}-short{short}"
+        rows[name] = run_condition(mode, loaded, short)
 
     def ratio(a: str, b: str) -> float | None:
         return round(rows[a]["total"] / rows[b]["total"], 2) if a in rows and b in rows else None

@@ -1,4 +1,4 @@
-"""Time one epoch of student SFT on a GPU with the 8B recipe (SPEC §4: 19 minutes on one L40S/A40).
+"""Time one epoch of student SFT on a GPU with the 8B recipe (the paper reports 19 minutes on one L40S/A40).
 
 Usage (one GPU, the base model in the HF cache or a local folder, QATD-2k converted to JSONL)::
 
