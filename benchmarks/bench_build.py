@@ -5,9 +5,10 @@ Each condition provisions the demo profile (the tiny kit and the six demo models
 serve`` does on a first start) in a fresh ``$SIMHUB_HOME``, in a fresh worker process, and times
 every step (a step waiting for a model a worker builds ends when that model is there). Two ways of building:
 
-- ``policy`` (simhub now): every demo build trains on one thread (the same models whatever the
-  load), the two long builds (acts, judge) run side by side when two cores are free, idle OpenMP
-  threads sleep (``simhub.models.cpu``, ``simhub.provision.start_parallel_builds``);
+- ``policy`` (simhub now): every demo build trains on ``DEMO_BUILD_THREADS`` threads (the same
+  models whatever the load), the two long builds (acts, judge) run side by side where there are
+  cores for both, idle OpenMP threads sleep (``simhub.models.cpu``,
+  ``simhub.provision.start_parallel_builds``);
 - ``defaults`` (before): a torch thread per core with OpenMP's spinning waits, one build after
   another.
 

@@ -12,9 +12,9 @@ long next to one other CPU-bound job). So simhub:
   over a short window (``/proc/stat`` against this process's own ``/proc/self/stat``), at least 1;
 - re-checks it during training (the other job may start or stop meanwhile).
 
-The demo's own builds are the exception: each trains on one thread (:func:`pinned_threads`), so a
-demo model is the same whatever the load, and ``simhub.provision`` runs two of them side by side
-when two cores are free.
+The demo's own builds are the exception: each trains on a fixed number of threads
+(:func:`pinned_threads`, ``simhub.provision.DEMO_BUILD_THREADS``), so a demo model is the same
+whatever the load.
 
 ``SIMHUB_THREADS=N`` fixes the count, and so does ``OMP_NUM_THREADS`` when set (the user's choice). ``benchmarks/bench_build.py`` measures the effect.
 """
@@ -86,8 +86,8 @@ _pinned: int | None = None
 
 @contextlib.contextmanager
 def pinned_threads(n: int) -> Iterator[None]:
-    """Within the block, torch uses ``n`` threads whatever the load (the demo's builds train on one
-    thread so that they give the same models on every machine, whatever else runs)."""
+    """Within the block, torch uses ``n`` threads whatever the load (the demo's builds, so that
+    they give the same models whatever else runs)."""
     global _pinned
     before, _pinned = _pinned, n
     try:

@@ -93,7 +93,7 @@ def test_parallel_plan_gives_workers_the_builds_reached_last():
 
     long = ["demo:judge", "demo:acts"]
     assert parallel_plan(long, 2) == ["demo:acts"]  # this process builds the judge meanwhile
-    assert parallel_plan(long, 1) == []  # no free core: one build after the other
+    assert parallel_plan(long, 1) == []  # room for one build: one after the other
     assert parallel_plan(long, 8) == ["demo:acts"]  # never every build: this process takes one
     assert parallel_plan(["demo:judge"], 4) == []
     assert parallel_plan(["demo:a", "demo:b", "demo:c"], 3) == ["demo:b", "demo:c"]
@@ -111,7 +111,7 @@ def test_a_long_build_runs_in_a_worker_beside_this_process(tmp_path, monkeypatch
     monkeypatch.delenv("SIMHUB_PARALLEL_BUILDS", raising=False)
     (tmp_path / "tiny").symlink_to(simhub_home / "tiny")
     monkeypatch.setattr(provision, "LONG_BUILD_STEPS", 4)
-    monkeypatch.setattr("simhub.models.cpu.usable_cores", lambda: 2)
+    monkeypatch.setattr("simhub.models.cpu.usable_cores", lambda: 4)  # two builds of two threads
     monkeypatch.setattr("simhub.models.cpu.others_busy_cores", lambda window_s=0.25: 0.0)
     started = []
     real = provision.start_parallel_builds
