@@ -289,10 +289,10 @@ def start_parallel_builds(todo: list[str]) -> list[subprocess.Popen]:
     own (so none on two cores).
 
     Each demo build trains on DEMO_BUILD_THREADS threads, so two side by side on twice the cores
-    take about half the time of the same builds in turn. Each
-    worker holds its model's build lock: when this process reaches that model it waits for the
-    worker, then uses what it built (or builds it itself if the worker failed). A worker's output
-    goes to ``.NAME.build.log`` beside the model's folder. ``SIMHUB_PARALLEL_BUILDS=0`` turns this
+    take about half the time of the same builds in turn. Each worker holds its model's build lock:
+    when this process reaches that model it waits for the worker, then uses what it built (or
+    builds it itself if the worker failed). A worker's output goes to ``.NAME.build.log`` beside
+    the model's folder. ``SIMHUB_PARALLEL_BUILDS=0`` turns this
     off; nothing starts when the cores are busy with other work (``simhub.models.cpu``).
     """
     from simhub.models.cpu import others_busy_cores, policy_threads, usable_cores
