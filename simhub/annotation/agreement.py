@@ -20,35 +20,18 @@ paper reports how well its metrics agree with humans (:data:`PAPER_HUMAN_AGREEME
 from __future__ import annotations
 
 import os
-from collections import Counter
-from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
 from simhub.data.annotations import annotate, read_annotation_file, row_dialogue
 from simhub.errors import ConfigError, DataError
+from simhub.metrics.agreement import cohen_kappa
 from simhub.schema import OCEAN_TRAITS, Dialogue
 
 __all__ = ["PAPER_HUMAN_AGREEMENT", "cohen_kappa", "compare_annotations", "format_agreement", "jaccard"]
 
 #: The paper's agreement between human judgements and its metrics (Cohen's κ; Pearson for linguistic).
 PAPER_HUMAN_AGREEMENT: dict[str, float] = {"acts": 0.73, "correctness": 0.69, "errors": 0.61, "linguistic": 0.74}
-
-
-def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float | None:
-    """Cohen's κ of two label sequences: (p_o − p_e) / (1 − p_e), with p_e from each rater's own
-    label shares. None when undefined (p_e = 1) or when there is nothing to compare."""
-    if len(a) != len(b):
-        raise ValueError("the two label sequences differ in length")
-    n = len(a)
-    if n == 0:
-        return None
-    observed = sum(x == y for x, y in zip(a, b, strict=True)) / n
-    count_a, count_b = Counter(a), Counter(b)
-    expected = sum(count_a[label] * count_b[label] for label in count_a) / (n * n)
-    if expected >= 1.0:
-        return None
-    return (observed - expected) / (1.0 - expected)
 
 
 def jaccard(a: set, b: set) -> float | None:

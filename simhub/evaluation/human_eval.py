@@ -36,7 +36,7 @@ import os
 import random
 import re
 from collections import Counter
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ from simhub.errors import ConfigError, DataError, did_you_mean
 from simhub.evaluation.paper import TABLE2_HUMAN, TABLE3
 from simhub.evaluation.rundir import Run, ScoredTurn, load_run
 from simhub.evaluation.runs import sha256_of
+from simhub.metrics.agreement import cohen_kappa
 from simhub.metrics.judge import NO_LABEL, NOT_INCORRECT, REAL_NA
 from simhub.prompts.annotation import ACT_DEFINITIONS
 from simhub.schema import ACTS, CORRECTNESS_LABELS, Dialogue, atomic_write_bytes
@@ -99,23 +100,6 @@ _NA_REASONS = {"correctness": {REAL_NA}, "errors": {REAL_NA, NOT_INCORRECT, NO_L
 
 
 # ------------------------------------------------------------------------------------ statistics
-
-
-def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float | None:
-    """Cohen's κ of two paired label sequences, over the categories either uses (as scikit-learn's
-    ``cohen_kappa_score`` without ``labels``); None when there is nothing to compare or the chance
-    agreement is 1 (both use one and the same category throughout)."""
-    if len(a) != len(b):
-        raise ValueError("the two label sequences differ in length")
-    n = len(a)
-    if n == 0:
-        return None
-    observed = sum(x == y for x, y in zip(a, b, strict=True)) / n
-    count_a, count_b = Counter(a), Counter(b)
-    expected = sum(count_a[label] * count_b[label] for label in count_a) / (n * n)
-    if expected >= 1.0:
-        return None
-    return (observed - expected) / (1.0 - expected)
 
 
 def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:

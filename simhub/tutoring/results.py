@@ -37,9 +37,8 @@ from simhub.learners.presets import Preset
 from simhub.learners.state import LEVELS
 from simhub.learners.termination import stop_decision
 from simhub.learners.update import update
-from simhub.runformat import check_version, convert_checked
 from simhub.schema import atomic_write_bytes
-from simhub.tutoring.trace import Trace
+from simhub.tutoring.trace import Trace, read_document
 
 RESULTS_KIND = "simhub-tutor-bench-results"
 RESULTS_VERSION = 1
@@ -348,17 +347,7 @@ def write_results(results: BenchResults, output: str | os.PathLike[str]) -> Path
 
 
 def read_results(path: str | os.PathLike[str]) -> BenchResults:
-    path = Path(path)
-    try:
-        raw = msgspec.json.decode(path.read_bytes())
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read ({exc.strerror})", file=str(path)) from None
-    except msgspec.DecodeError as exc:
-        raise DataError(f"{path}: not JSON ({exc})", file=str(path)) from None
-    if not isinstance(raw, dict) or raw.get("kind") != RESULTS_KIND:
-        raise DataError(f"{path}: not tutor-bench results", file=str(path), field="kind")
-    version = check_version(raw.get("schema_version"), (RESULTS_VERSION,), str(path), what="results ", file=str(path))
-    return convert_checked(raw, BenchResults, str(path), file=str(path), version=version)
+    return read_document(path, BenchResults, RESULTS_KIND, (RESULTS_VERSION,), "results ", "not tutor-bench results")
 
 
 # -------------------------------------------------------------------------------------------- console

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -93,7 +93,14 @@ def write_trace(path: str | os.PathLike[str], trace: Trace) -> None:
     atomic_write_bytes(path, msgspec.json.encode(trace))
 
 
-def read_trace(path: str | os.PathLike[str]) -> Trace:
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+def read_document(path: str | os.PathLike[str], type: type[S], kind: str, versions: tuple[int, ...],
+                  what: str, not_it: str) -> S:
+    """A tutor-bench JSON file (``kind``, ``schema_version``) decoded into ``type``; a DataError
+    naming the file when it cannot be read, is not JSON, is another ``kind`` ("``path``: not_it") or
+    another version."""
     path = Path(path)
     try:
         raw = msgspec.json.decode(path.read_bytes())
@@ -101,7 +108,12 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
         raise DataError(f"{path}: cannot read ({exc.strerror})", file=str(path)) from None
     except msgspec.DecodeError as exc:
         raise DataError(f"{path}: not JSON ({exc})", file=str(path)) from None
-    if not isinstance(raw, dict) or raw.get("kind") != TRACE_KIND:
-        raise DataError(f"{path}: not a tutor-bench trace (kind {TRACE_KIND!r} expected)", file=str(path), field="kind")
-    version = check_version(raw.get("schema_version"), (TRACE_VERSION,), str(path), what="trace ", file=str(path))
-    return convert_checked(raw, Trace, str(path), file=str(path), version=version)
+    if not isinstance(raw, dict) or raw.get("kind") != kind:
+        raise DataError(f"{path}: {not_it}", file=str(path), field="kind")
+    version = check_version(raw.get("schema_version"), versions, str(path), what=what, file=str(path))
+    return convert_checked(raw, type, str(path), file=str(path), version=version)
+
+
+def read_trace(path: str | os.PathLike[str]) -> Trace:
+    return read_document(path, Trace, TRACE_KIND, (TRACE_VERSION,), "trace ",
+                         f"not a tutor-bench trace (kind {TRACE_KIND!r} expected)")
