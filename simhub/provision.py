@@ -302,7 +302,7 @@ def start_parallel_builds(todo: list[str]) -> list[subprocess.Popen]:
     long = [s for s in todo if s.startswith("demo:") and s.removeprefix("demo:") in DEMO_MODELS
             and _demo_steps(s) >= LONG_BUILD_STEPS]
     cores = usable_cores()
-    if len(long) < 2 or cores < 2:
+    if len(long) < 2 or cores < 2 * DEMO_BUILD_THREADS:  # no room for two builds: nothing to measure
         return []
     workers = []
     for spec in parallel_plan(long, policy_threads(cores, others_busy_cores()) // DEMO_BUILD_THREADS):

@@ -57,7 +57,8 @@ def thread_policy_callback():
     from transformers import TrainerCallback
 
     class ThreadPolicy(TrainerCallback):
-        last = time.monotonic()
+        def __init__(self) -> None:
+            self.last = time.monotonic()
 
         def on_step_end(self, args, state, control, **kwargs):
             if time.monotonic() - self.last >= THREAD_RECHECK_S:
