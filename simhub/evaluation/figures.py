@@ -20,8 +20,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from simhub.evaluation.leaderboard import RankedRun, display_names, metric_order
-from simhub.evaluation.paper import METRIC_LABELS
 from simhub.evaluation.rundir import Run, ScoredTurn
+from simhub.metrics import label as metric_label
 from simhub.schema import ACTS, CORRECTNESS_LABELS
 
 if TYPE_CHECKING:
@@ -229,7 +229,7 @@ def _draw_positions(ctx: ReportContext) -> Figure | None:
                               linewidth=1.2, alpha=0.85, color=s.colour)
             if metric == metrics[0]:
                 handles.append(line)
-        ax.set_title(METRIC_LABELS.get(metric, _mpl_text(metric)))
+        ax.set_title(_mpl_text(metric_label(metric)))
         step = max(1, math.ceil(len(buckets) / 6))
         ax.set_xticks(range(0, len(buckets), step), labels[::step])
         ax.tick_params(labelsize=8)

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from simhub.metrics import PAPER_METRICS
+
 __all__ = [
     "HUMAN_AGREEMENT",
     "METRICS",
-    "METRIC_LABELS",
     "METRIC_MODEL_VALIDATION",
     "PAPER",
     "TABLE1",
@@ -38,20 +39,10 @@ PAPER = 'Scarlatos, Lee, Woodhead & Lan, "Simulated Students in Tutoring Dialogu
 #: The data the published numbers were computed on.
 TABLE1_SPLIT = "Eedi QATD-2k, test split (382 dialogues)"
 
-#: The seven turn-level metrics in the paper's column order (docs/protocol.md §3). Every one is in [0, 1] and
-#: higher means more realistic.
-METRICS: tuple[str, ...] = ("acts", "correctness", "errors", "knowledge", "cosine", "rouge_l", "tutor_response")
-
-#: Column headings as the paper words them.
-METRIC_LABELS: Mapping[str, str] = MappingProxyType({
-    "acts": "Acts",
-    "correctness": "Correctness",
-    "errors": "Errors",
-    "knowledge": "Knowledge",
-    "cosine": "Cosine",
-    "rouge_l": "ROUGE-L",
-    "tutor_response": "Tutor resp.",
-})
+#: The seven turn-level metrics in the paper's column order (docs/protocol.md §3): the registry's list,
+#: not a copy. Every one is in [0, 1] and higher means more realistic; their headings are the paper's
+#: wording, declared on each metric's outputs (:func:`simhub.metrics.label`).
+METRICS: tuple[str, ...] = PAPER_METRICS
 
 Family = Literal["fine-tuned", "prompted"]
 

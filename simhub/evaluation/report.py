@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from os import PathLike
@@ -60,7 +61,6 @@ from simhub.evaluation.leaderboard import (
 )
 from simhub.evaluation.paper import (
     HUMAN_AGREEMENT,
-    METRIC_LABELS,
     METRIC_MODEL_VALIDATION,
     PAPER,
     TABLE1,
@@ -79,7 +79,7 @@ from simhub.evaluation.rundir import (
     ScoredTurn,
     load_run,
 )
-from simhub.metrics import higher_is_better
+from simhub.metrics import label, output_metadata, outputs
 from simhub.schema import atomic_write_bytes
 
 __all__ = [
@@ -177,9 +177,29 @@ footer { margin-top: 3rem; padding-bottom: 2rem; font-size: .82rem; color: var(-
 """.strip()
 
 
+def _bound(value: float) -> str:
+    return ("−∞" if value < 0 else "∞") if math.isinf(value) else f"{value:g}".replace("-", "−")
+
+
 def _metric_header(metric: str) -> str:
-    arrow = "↑" if higher_is_better(metric) else "↓"  # from the metric's declared metadata
-    return f'<th scope="col" class="metric">{_e(METRIC_LABELS.get(metric, metric))} {arrow}</th>'
+    """A metric's column heading, arrow and (on hover) description, range and null rule, all as the
+    metric declares them (an output no registered metric gives is labelled by its name, ↑)."""
+    out = output_metadata(metric)
+    title = ""
+    if metric in outputs():
+        title = (f' title="{_e(out.description)}; range [{_bound(out.low)}, {_bound(out.high)}]; '
+                 f'null when: {_e(out.null_rule)}"')
+    return f'<th scope="col" class="metric"{title}>{_e(out.heading)} {out.arrow}</th>'
+
+
+def _summary_extras(metric: str, summary: MetricSummary) -> list[str]:
+    """The numeric summary statistics a metric adds (knowledge's QWK, a plug-in's own), labelled as
+    the metric declares them; ``nulls`` has its own notes, and lists and texts stay in the file."""
+    out = output_metadata(metric)
+    return [f'<span class="sub">{_e(out.summary_label(key))} {value:.3f}</span>'
+            for key, value in summary.extra.items()
+            if key != "nulls" and isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value)]
 
 
 def _null_notes(nulls: NullCounts) -> str:
@@ -209,9 +229,7 @@ def _run_cell(run: Run, metric: str, best: bool, nulls: NullCounts) -> str:
              f"sd {_f(summary.std, 3)}" if summary.std is not None else None]
     if any(stats):
         parts.append(f'<span class="sub">{_e(" · ".join(s for s in stats if s))}</span>')
-    qwk = summary.extra.get("qwk")
-    if isinstance(qwk, int | float) and not isinstance(qwk, bool):
-        parts.append(f'<span class="sub">QWK {qwk:.3f}</span>')
+    parts += _summary_extras(metric, summary)
     cls = ' class="best"' if best else ""
     return f"<td{cls}>{''.join(parts)}{fail}</td>"
 
@@ -256,7 +274,8 @@ def _table1(ranked: Sequence[RankedRun], names: Mapping[int, str]) -> str:
     caption = (
         f"<strong>{what}.</strong> Each cell: the mean of the metric over the student turns where it applies; "
         "below it the 95% confidence interval, then the number of scored turns (n) and the standard deviation "
-        "(sd), as written by simhub eval (for knowledge also the quadratic-weighted kappa, QWK), turns whose "
+        "(sd), as written by simhub eval (for knowledge also the quadratic-weighted kappa, QWK, and for any "
+        "metric the summary statistics it adds), turns whose "
         "simulation or scoring failed (in red), and real turns with no label to compare with ('no label', "
         "in grey: a gap in the data, not a failure). The arrow beside a metric says which way is more "
         "realistic (↑ higher, ↓ lower), as the metric declares it; the paper's seven lie in [0, 1], higher "
@@ -274,7 +293,7 @@ def _table1(ranked: Sequence[RankedRun], names: Mapping[int, str]) -> str:
 def _validation_note() -> str:
     """The paper's validation of its metric models: how far a difference in a metric can be trusted."""
     models = "; ".join(
-        f"{METRIC_LABELS.get(name, name).lower()} {v['statistic']} {v['value']:.4f}"
+        f"{label(name).lower()} {v['statistic']} {v['value']:.4f}"
         + (f" ({v['note']})" if v.get("note") else "")
         for name, v in METRIC_MODEL_VALIDATION.items()
     )

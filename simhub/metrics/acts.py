@@ -21,7 +21,7 @@ NO_LABEL = "real turn has no act label"
 
 class Acts(Metric):
     outputs = (Output("acts", "1 if the simulated turn's dialogue act equals the real turn's act",
-                      f"{NO_LABEL} (a failed annotation)", binary=True),)
+                      f"{NO_LABEL} (a failed annotation)", binary=True, label="Acts"),)
     config_key = "acts"
     config: ModelRef
 

@@ -18,8 +18,9 @@ Registering it is one line in :mod:`simhub.metrics.registry`; the Scorer, ``simh
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import msgspec
@@ -49,7 +50,17 @@ class ScoreItem(msgspec.Struct, forbid_unknown_fields=True):
 
 @dataclass(frozen=True)
 class Output:
-    """One number a metric reports per item, with its metadata."""
+    """One number a metric reports per item, with its metadata.
+
+    Everything downstream reads it from here: the leaderboard ranks by ``higher_is_better``, the
+    report and ``GET /models`` show ``label``, the range and the null rule, and the summary
+    statistics a metric adds (``summary``) are labelled with their declared names.
+
+    >>> out = Output("verbosity", "extra words", "never", high=float("inf"), higher_is_better=False,
+    ...              summary={"longest": "longest"})
+    >>> out.heading, out.arrow, out.summary_label("longest"), out.summary_label("other")
+    ('verbosity', '↓', 'longest', 'other')
+    """
 
     name: str
     description: str
@@ -60,6 +71,30 @@ class Output:
     higher_is_better: bool = True
     #: 0/1 values (paired comparisons use McNemar's test for these).
     binary: bool = False
+    #: The column heading (the paper's wording for its seven); None: the name.
+    label: str | None = None
+    #: The summary statistics the metric adds for this output beside mean, std and count (what
+    #: :meth:`Metric.summary` or :meth:`Metric.finalize` return), key -> the label a report shows.
+    #: A key not declared here still reaches ``simhub score``, ``POST /score`` and the report,
+    #: under its own name.
+    summary: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "summary", MappingProxyType(dict(self.summary)))
+
+    @property
+    def heading(self) -> str:
+        """The label, or the name when none is declared."""
+        return self.label or self.name
+
+    @property
+    def arrow(self) -> str:
+        """``↑`` when higher is better, ``↓`` when lower is."""
+        return "↑" if self.higher_is_better else "↓"
+
+    def summary_label(self, key: str) -> str:
+        """How a report labels summary statistic ``key`` (its declared label, or the key itself)."""
+        return self.summary.get(key, key)
 
 
 @dataclass
@@ -144,6 +179,18 @@ class Metric(ABC):
     def summary(self, values: Sequence[float | None]) -> dict[str, Any]:
         """Mean, population std and count over the non-null values."""
         return summarize(values)
+
+    def describe(self) -> dict[str, Any]:
+        """The metric's model as ``GET /models`` lists it, from the configuration as written (Hub ids
+        and references, never server paths): model, revisions, adapter and backend; empty without a
+        model."""
+        config = self.config
+        if config is None:
+            return {}
+        return {"base_model": getattr(config, "model", None), "revision": getattr(config, "revision", None),
+                "adapter": getattr(config, "adapter", None),
+                "adapter_revision": getattr(config, "adapter_revision", None),
+                "backend": getattr(config, "kind", None)}
 
     def prompt(self, item: ScoreItem) -> str | None:
         """The text the metric's model receives for ``item`` (``simhub prompt show``), if any."""

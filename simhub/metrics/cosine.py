@@ -8,6 +8,7 @@ profile uses Qwen3-Embedding-8B.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -17,10 +18,13 @@ from simhub.models.embeddings import Embedder, load_embedder
 
 
 class Cosine(Metric):
-    outputs = (Output("cosine", "cosine similarity of sentence embeddings", "never", low=-1.0),)
+    outputs = (Output("cosine", "cosine similarity of sentence embeddings", "never", low=-1.0, label="Cosine"),)
     config_key = "cosine"
     needs_dialogue = False
     config: EmbedderConfig
+
+    def describe(self) -> dict[str, Any]:
+        return {"base_model": self.config.model}
 
     def load(self) -> Embedder:
         return load_embedder(self.config.model, self.context.load.device, self.config.batch_size)

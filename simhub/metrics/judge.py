@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from simhub.config import JudgeConfig, cache_dir
 from simhub.metrics.base import Metric, MetricResult, Output, ScoreItem
@@ -86,9 +87,9 @@ JUDGE_FIELD = "scoring.metrics.judge.endpoint"
 class Judge(Metric):
     outputs = (
         Output("correctness", "agreement of the simulated turn's correctness with the real label",
-               f"{REAL_NA}; {NO_LABEL}; the judge request failed", binary=True),
+               f"{REAL_NA}; {NO_LABEL}; the judge request failed", binary=True, label="Correctness"),
         Output("errors", "1 if both turns are incorrect with the same error",
-               f"{NOT_INCORRECT}; {NO_LABEL}; the judge request failed", binary=True),
+               f"{NOT_INCORRECT}; {NO_LABEL}; the judge request failed", binary=True, label="Errors"),
     )
     config_key = "judge"
     config: JudgeConfig
@@ -100,6 +101,11 @@ class Judge(Metric):
 
             key_names(config.endpoint.base_url, config.endpoint.api_key_env, kind="judge", field=JUDGE_FIELD)
         self._client = None
+
+    def describe(self) -> dict[str, Any]:
+        if self.config.kind == "openai":
+            return {"base_model": self.config.model, "backend": "openai", "base_url": self.config.endpoint.base_url}
+        return super().describe()
 
     # ------------------------------------------------------------------ backends
 

@@ -525,7 +525,8 @@ class Knowledge(Metric):
     """``knowledge``: knowledge-acquisition similarity, binned with cutoffs from the scored set
     (paper) or shipped with the model (one turn at a time); see the module docstring."""
 
-    outputs = (Output("knowledge", "similarity of knowledge-acquisition quantiles from a KT model", FIRST_TURN_REASON),)
+    outputs = (Output("knowledge", "similarity of knowledge-acquisition quantiles from a KT model", FIRST_TURN_REASON,
+                      label="Knowledge", summary={"qwk": "QWK", "cutoffs": "KT cutoffs", "cutoff_source": "cutoff source"}),)
     config_key = "knowledge"
     config: KnowledgeConfig
 

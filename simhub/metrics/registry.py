@@ -86,11 +86,28 @@ def outputs() -> dict[str, tuple[type[Metric], Output]]:
     return out
 
 
+def output_metadata(name: str) -> Output:
+    """The declared metadata of output ``name``. An output no registered metric gives (an old run's,
+    or a plug-in's that is not installed) gets a stand-in: labelled by its name, higher is better.
+
+    >>> output_metadata("rouge_l").heading, output_metadata("rouge_l").higher_is_better
+    ('ROUGE-L', True)
+    >>> output_metadata("helpfulness").heading, output_metadata("helpfulness").arrow
+    ('helpfulness', '↑')
+    """
+    found = outputs().get(name)
+    return found[1] if found is not None else Output(name, "not a registered metric", "unknown")
+
+
 def higher_is_better(name: str) -> bool:
     """Whether a larger value of output ``name`` is better, from its metric's declared metadata
     (an output no registered metric gives, such as an old run's, is taken as higher is better)."""
-    found = outputs().get(name)
-    return True if found is None else found[1].higher_is_better
+    return output_metadata(name).higher_is_better
+
+
+def label(name: str) -> str:
+    """The heading of output ``name``: its declared label, or the name itself."""
+    return output_metadata(name).heading
 
 
 def metric_names() -> tuple[str, ...]:

@@ -185,7 +185,8 @@ from simhub.metrics.base import Metric, MetricResult, Output, ScoreItem  # noqa:
 class RougeL(Metric):
     """``rouge_l``: ROUGE-L F-measure of the simulated turn against the real one (no model)."""
 
-    outputs = (Output("rouge_l", "ROUGE-L F-measure (rouge_score tokenisation, no stemming)", "never"),)
+    outputs = (Output("rouge_l", "ROUGE-L F-measure (rouge_score tokenisation, no stemming)", "never",
+                      label="ROUGE-L"),)
     needs_dialogue = False
 
     def score(self, items: Sequence[ScoreItem]) -> list[MetricResult]:

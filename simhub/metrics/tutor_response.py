@@ -29,7 +29,8 @@ def substitute(dialogue: Dialogue, index: int, text: str) -> Dialogue:
 
 
 class TutorResponse(Metric):
-    outputs = (Output("tutor_response", "exp(-mean NLL) of the real next tutor turn given the simulated turn", LAST_TURN),)
+    outputs = (Output("tutor_response", "exp(-mean NLL) of the real next tutor turn given the simulated turn", LAST_TURN,
+                      label="Tutor resp."),)
     config_key = "tutor_response"
     config: ModelRef
 

@@ -258,14 +258,28 @@ class _NoBar:
         return None
 
 
+#: The columns of :func:`format_summary`; every other key of a metric's summary is one of its extras.
+_SUMMARY_COLUMNS = ("mean", "std", "count", "nulls")
+
+
 def format_summary(summary: dict[str, dict]) -> str:
-    """The summary as a table: metric, mean, std, count, nulls (and QWK for knowledge)."""
+    """The summary as a table: metric, mean, std, count, nulls, then each numeric extra the metric's
+    summary holds (``qwk`` for knowledge, a plug-in's own statistics) as ``key=value``.
+
+    >>> print(format_summary({"rouge_l": {"mean": 0.5, "std": 0.25, "count": 4, "nulls": 1},
+    ...                       "knowledge": {"mean": 0.9, "std": 0.0, "count": 2, "nulls": 0, "qwk": 0.75,
+    ...                                     "cutoff_source": "paper"}}))
+    metric              mean     std  count  nulls
+    rouge_l           0.5000  0.2500      4      1
+    knowledge         0.9000  0.0000      2      0  qwk=0.7500
+    """
     lines = [f"{'metric':<16}{'mean':>8}{'std':>8}{'count':>7}{'nulls':>7}"]
     for name, s in summary.items():
         mean = "-" if s.get("mean") is None else f"{s['mean']:.4f}"
         std = "-" if s.get("std") is None else f"{s['std']:.4f}"
         line = f"{name:<16}{mean:>8}{std:>8}{s.get('count', 0):>7}{s.get('nulls', 0):>7}"
-        if s.get("qwk") is not None:
-            line += f"  qwk={s['qwk']:.4f}"
+        for key, value in s.items():
+            if key not in _SUMMARY_COLUMNS and isinstance(value, int | float) and not isinstance(value, bool):
+                line += f"  {key}={value:.4f}"
         lines.append(line)
     return "\n".join(lines)
