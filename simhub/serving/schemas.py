@@ -10,12 +10,14 @@ functions too: one function per rule, each raising :class:`RequestError` that na
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta
 
 from simhub.errors import SimhubError
+from simhub.metrics import Output
 from simhub.models import DEFAULT_MAX_TOKENS
 from simhub.schema import Dialogue
 
@@ -173,6 +175,31 @@ class ScoreResponse(msgspec.Struct, kw_only=True):
 # ---------------------------------------------------------------------------------------- /models, /health, /ready
 
 
+class OutputInfo(msgspec.Struct, kw_only=True):
+    """One number a metric gives per item, as the metric declares it (``simhub.metrics.Output``)."""
+
+    name: str
+    label: str
+    description: str
+    null_rule: Annotated[str, Meta(description="when the value is null, in words")]
+    low: Annotated[float | None, Meta(description="the least value (null: unbounded)")]
+    high: Annotated[float | None, Meta(description="the greatest value (null: unbounded)")]
+    higher_is_better: bool
+    binary: Annotated[bool, Meta(description="values are 0 or 1")]
+    summary: Annotated[dict[str, str], Meta(
+        description="summary statistics the metric adds beside mean, std and count, and their labels")]
+
+
+def output_info(output: Output) -> OutputInfo:
+    """An output's declared metadata as ``GET /models`` lists it."""
+    def bound(value: float) -> float | None:
+        return value if math.isfinite(value) else None
+
+    return OutputInfo(name=output.name, label=output.heading, description=output.description,
+                      null_rule=output.null_rule, low=bound(output.low), high=bound(output.high),
+                      higher_is_better=output.higher_is_better, binary=output.binary, summary=dict(output.summary))
+
+
 class ModelInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
     id: str
     kind: Literal["simulator", "metric"]
@@ -182,6 +209,8 @@ class ModelInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
     adapter_revision: str | None = None
     backend: str | None = None
     metrics: list[str] | None = None
+    #: Metric models: the declared metadata of each output (direction, range, null rule, label).
+    outputs: list[OutputInfo] | None = None
     base_url: str | None = None
     description: str | None = None
     #: Simulators: model (our models), openai, baseline; and what their prompt says about the student.

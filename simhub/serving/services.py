@@ -15,13 +15,13 @@ from typing import Any, Literal
 
 from simhub.config import Profile
 from simhub.errors import ConfigError, SimhubError
-from simhub.metrics import ScoreItem, summarize
+from simhub.metrics import ScoreItem
 from simhub.models import Sampling
 from simhub.provision import is_built, pending_builds, restrict, start_parallel_builds
 from simhub.scoring import ItemResult, Scorer
 from simhub.serving.batching import Job, MicroBatcher
 from simhub.serving.metrics import ServiceMetrics
-from simhub.serving.schemas import NotReady, Overloaded, RequestError, UnknownModel
+from simhub.serving.schemas import NotReady, Overloaded, RequestError, UnknownModel, output_info
 from simhub.serving.settings import ServiceSettings
 from simhub.simulation import SimulationResult, Simulator, Target
 
@@ -60,18 +60,21 @@ class ScoringService:
         items = [it for job in jobs for it in job.items]
         result = self.scorer.score(items, list(metrics))
         out, start = [], 0
-        # Set-level extras (QWK, cutoffs) come from the whole call; merged calls never include a
-        # set-dependent metric, so for them the extras are the same for every request.
+        # Each request's summary is its metric's own (Metric.summary) over its own items; the set-level
+        # extras of finalize (QWK, cutoffs) come from the whole call. Merged calls never include a
+        # set-dependent metric, so for them those extras are the same for every request, but for the
+        # QWK, a statistic of the pooled set, which a merged call leaves out.
         for job in jobs:
             mine = result.items[start : start + len(job.items)]
             start += len(job.items)
             summary = {}
             for m in metrics:
-                extras = {k: v for k, v in result.summary[m].items() if k not in ("mean", "std", "count", "nulls")}
+                values = [r.scores.get(m) for r in mine]
+                own = self.scorer.instances[self.scorer.owner(m)].summary(values)
+                extras = {k: v for k, v in result.summary[m].items() if k not in own and k != "nulls"}
                 if len(jobs) > 1:
                     extras.pop("qwk", None)
-                values = [r.scores.get(m) for r in mine]
-                summary[m] = {**summarize(values), "nulls": sum(1 for r in mine if r.error is None and r.scores.get(m) is None),
+                summary[m] = {**own, "nulls": sum(1 for r in mine if r.error is None and r.scores.get(m) is None),
                               **extras}
             out.append((mine, summary))
         return out
@@ -79,18 +82,10 @@ class ScoringService:
     def model_info(self, scorer: Scorer | None = None) -> list[dict]:
         out = []
         for name, metric in (scorer or self.scorer).instances.items():
-            config = metric.config
-            if config is None:
-                continue
-            info: dict[str, Any] = {"id": name, "kind": "metric", "metrics": list(metric.output_names())}
-            if name == "cosine":
-                info["base_model"] = config.model
-            elif name == "judge" and config.kind == "openai":
-                info.update(base_model=config.model, backend="openai", base_url=config.endpoint.base_url)
-            else:
-                info.update(base_model=config.model, revision=config.revision, adapter=config.adapter,
-                            adapter_revision=config.adapter_revision, backend=getattr(config, "kind", None))
-            out.append(info)
+            if metric.config is None:
+                continue  # no model to list (rouge_l)
+            out.append({"id": name, "kind": "metric", "metrics": list(metric.output_names()), **metric.describe(),
+                        "outputs": [output_info(o) for o in metric.outputs]})
         return out
 
 

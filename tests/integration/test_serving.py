@@ -96,6 +96,12 @@ def test_health_ready_models_docs(client):
     assert "/tmp" not in json.dumps(models) and "simhub-test-home" not in json.dumps(models)  # no server paths
     assert {m["id"] for m in models["metrics"]} == {"acts", "judge", "knowledge", "cosine", "tutor_response"}
     assert all("base_model" in m for m in models["metrics"])
+    outputs = {o["name"]: o for m in models["metrics"] for o in m["outputs"]}  # each output's declared metadata
+    assert set(outputs) == {"acts", "correctness", "errors", "knowledge", "cosine", "tutor_response"}
+    assert outputs["cosine"] | {"description": ""} == {
+        "name": "cosine", "label": "Cosine", "description": "", "null_rule": "never", "low": -1.0, "high": 1.0,
+        "higher_is_better": True, "binary": False, "summary": {}}
+    assert outputs["knowledge"]["summary"]["qwk"] == "QWK" and outputs["errors"]["binary"] is True
     schema = client.get("/schema/openapi.json").json()
     ops = {op["operationId"] for path in schema["paths"].values() for op in path.values()}
     assert {"simulate", "score", "listModels", "health", "ready", "createChatCompletion"} <= ops
