@@ -167,6 +167,13 @@ def cluster_mean_ci(
     few hundred dialogues take a few tens of milliseconds. Resamples with no non-null value are
     dropped (see the module docstring). With the same ``seed`` and ``clusters`` the resamples are
     those of :func:`cluster_bootstrap` and :func:`paired_compare`.
+
+    Three dialogues, one item with no value:
+
+    >>> r = cluster_mean_ci([1.0, 0.0, None, 1.0, 1.0, 0.0], ["d1", "d1", "d1", "d2", "d3", "d3"],
+    ...                     n_resamples=1000, seed=0)
+    >>> r.mean, r.n, r.ci, r.n_clusters
+    (0.6, 5, (0.5, 1.0), 3)
     """
     x = _as_values(values, "values")
     codes, n_clusters = _factorize(clusters, len(x), "values")
@@ -212,6 +219,12 @@ def cluster_bootstrap(
     The same ``seed`` and ``clusters`` give the same resampled dialogues as :func:`cluster_mean_ci`
     (whose interval equals this one with ``statistic`` a nan-mean, up to rounding), so intervals of
     different metrics computed with one seed come from the same resamples.
+
+    >>> values = np.array([0.2, 0.4, 0.9, 0.5])
+    >>> b = cluster_bootstrap(["d1", "d1", "d2", "d3"], lambda idx: float(np.median(values[idx])),
+    ...                       n_resamples=500, seed=0)
+    >>> b.estimate, round(b.ci[0], 4), b.ci[1], b.n_dropped
+    (0.45, 0.3475, 0.9, 0)
     """
     n_items = len(clusters)
     codes, n_clusters = _factorize(clusters, n_items, None)
@@ -273,6 +286,11 @@ def paired_compare(
       binary metrics too and respects clustering, choose it explicitly when that matters.
     * ``"permutation"``: :func:`permutation_test` on the per-item differences, flipping the sign of
       whole dialogues.
+
+    >>> c = paired_compare([1, 1, 0, 1, 1, 0], [0, 1, 0, 0, 1, 0], ["d1", "d1", "d2", "d2", "d3", "d3"],
+    ...                    n_resamples=1000)
+    >>> round(c.diff, 4), c.ci95, c.test, c.p
+    (0.3333, (0.0, 0.5), 'mcnemar-exact', 0.5)
     """
     xa = _as_values(a, "a")
     xb = _as_values(b, "b")
@@ -319,6 +337,9 @@ def mcnemar_exact(b: int, c: int) -> float:
     longer change the sum (relative error of order 1e-14). Above ``_EXACT_PMF_MAX`` discordant
     pairs, where big-integer binomial coefficients get slow, that first probability comes from
     Loader's saddle-point formula instead, accurate to about 1e-13 relative.
+
+    >>> mcnemar_exact(8, 2), mcnemar_exact(3, 3)
+    (0.109375, 1.0)
     """
     for name, v in (("b", b), ("c", c)):
         if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 0:
@@ -356,6 +377,11 @@ def permutation_test(
     random patterns are drawn (seeded, a stream separate from the bootstrap's) and
     ``p = (1 + #{|T*| >= |T|}) / (1 + n_permutations)``, which is never 0 and keeps the test valid.
     Returns 1.0 when there is no non-zero difference.
+
+    Three dialogues, so all 2**3 sign patterns are enumerated and the p-value is exact:
+
+    >>> permutation_test([0.2, 0.1, 0.3, -0.1], ["d1", "d1", "d2", "d3"])
+    0.5
     """
     x = _as_values(diffs, "diffs")
     codes, n_clusters = _factorize(clusters, len(x), "diffs", min_clusters=1)
@@ -374,6 +400,9 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
     but is uniformly more powerful: with the ``m`` non-None p-values sorted ascending,
     ``adj_(j) = max_{i <= j} min(1, (m - i + 1) p_(i))``. Tied p-values get equal adjusted values, and
     the adjusted values are monotone in the raw ones.
+
+    >>> holm([0.01, None, 0.04, 0.03])
+    [0.03, None, 0.06, 0.06]
     """
     present = []
     for i, p in enumerate(pvalues):
@@ -404,6 +433,9 @@ def is_binary(values: Values) -> bool:
     Used to choose McNemar for the 0/1 metrics (acts, correctness, errors). A continuous metric that
     happens to take only 0 and 1 on a set is binary data for the test's purposes, so looking at the
     values rather than at the metric's name is sound.
+
+    >>> is_binary([0, 1, None, 1.0]), is_binary([0.5, 1]), is_binary([None])
+    (True, False, False)
     """
     x = _as_values(values, "values")
     x = x[np.isfinite(x)]
@@ -423,6 +455,11 @@ def summarize_metrics(
     Every metric's values must be aligned with ``clusters`` (one value per item, None where the
     metric does not apply). Using one seed for all metrics is deliberate: their intervals are then
     the marginals of one joint bootstrap, which is what a table of intervals implicitly claims.
+
+    >>> cis = summarize_metrics({"rouge_l": [0.5, 0.25, None], "acts": [1, 0, 1]}, ["d1", "d1", "d2"],
+    ...                         n_resamples=200)
+    >>> cis["rouge_l"].mean, cis["rouge_l"].n, cis["acts"].ci
+    (0.375, 2, (0.5, 1.0))
     """
     return {
         name: _with_field(
@@ -453,6 +490,11 @@ def compare_metrics(
     ``a`` that ``b`` also has. ``binary`` names the metrics to test with exact McNemar, the others
     get the permutation test; by default the test is chosen from the values (:func:`is_binary`).
     The Holm family is the compared metrics with a defined p-value.
+
+    >>> c = compare_metrics({"acts": [1, 1, 0, 1]}, {"acts": [0, 1, 0, 0]}, ["d1", "d1", "d2", "d3"],
+    ...                     n_resamples=200)
+    >>> c["acts"].diff, c["acts"].test, c["acts"].p_holm
+    (0.5, 'mcnemar-exact', 0.5)
     """
     names = [m for m in a if m in b] if metrics is None else list(metrics)
     for name in names:

@@ -20,6 +20,18 @@ NO_LABEL = "real turn has no act label"
 
 
 class Acts(Metric):
+    """``acts``: 1 when the act classifier gives the simulated turn the real turn's dialogue act, else 0.
+
+    A real turn without an act label (a failed annotation) is null, decided before any model runs:
+
+    >>> from simhub.metrics import MetricContext, ScoreItem
+    >>> from simhub.schema import Dialogue, Question, Turn
+    >>> dialogue = Dialogue(id="d1", question=Question(text="2/5 + 6/5 = ?"), turns=[
+    ...     Turn(role="tutor", content="What is 2/5 + 6/5?"), Turn(role="student", content="8/5")])
+    >>> Acts(None, MetricContext()).skip(ScoreItem(dialogue, 1, "eight fifths"))
+    {'acts': 'real turn has no act label'}
+    """
+
     outputs = (Output("acts", "1 if the simulated turn's dialogue act equals the real turn's act",
                       f"{NO_LABEL} (a failed annotation)", binary=True, label="Acts"),)
     config_key = "acts"

@@ -130,7 +130,18 @@ class MetricContext:
 
 
 class Metric(ABC):
-    """Base class of the realism metrics; see the module docstring."""
+    """Base class of the realism metrics; see the module docstring.
+
+    A metric without a model is a few lines (:func:`simhub.metrics.register_metric` then makes it
+    one of ``simhub score``'s metrics):
+
+    >>> class Length(Metric):
+    ...     outputs = (Output("length", "words in the simulated turn", "never", high=float("inf")),)
+    ...     def score(self, items):
+    ...         return [MetricResult({"length": float(len(i.candidate.split()))}) for i in items]
+    >>> Length.output_names(), Length.from_scoring(ScoringConfig(), MetricContext()).describe()
+    (('length',), {})
+    """
 
     outputs: ClassVar[tuple[Output, ...]]
     #: The key of the metric's model under ``scoring.metrics`` (None: the metric needs no model).
@@ -215,7 +226,13 @@ class Metric(ABC):
 
 
 def summarize(values: Sequence[float | None]) -> dict[str, float | int | None]:
-    """Mean, (population) std and count over the non-null values."""
+    """Mean, (population) std and count over the non-null values.
+
+    >>> summarize([1.0, None, 0.0])
+    {'mean': 0.5, 'std': 0.5, 'count': 2}
+    >>> summarize([None])
+    {'mean': None, 'std': None, 'count': 0}
+    """
     xs = np.array([v for v in values if v is not None], dtype=np.float64)
     if xs.size == 0:
         return {"mean": None, "std": None, "count": 0}

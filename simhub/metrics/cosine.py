@@ -17,7 +17,25 @@ from simhub.metrics.base import Metric, MetricResult, Output, ScoreItem
 from simhub.models.embeddings import Embedder, load_embedder
 
 
+def cosine_similarities(references: np.ndarray, candidates: np.ndarray) -> list[float]:
+    """Row by row, the dot product of two arrays of normalised embeddings, clipped to [-1, 1].
+
+    >>> cosine_similarities(np.array([[1.0, 0.0], [0.6, 0.8]]), np.array([[0.0, 1.0], [0.6, 0.8]]))
+    [0.0, 1.0]
+    """
+    return [float(v) for v in np.clip(np.einsum("ij,ij->i", references, candidates), -1.0, 1.0)]
+
+
 class Cosine(Metric):
+    """``cosine``: cosine similarity of the embeddings of the real and the simulated turn, never null.
+
+    The embedder normalises its vectors, so the similarity is a dot product
+    (:func:`cosine_similarities`):
+
+    >>> cosine_similarities(np.array([[0.8, 0.6]]), np.array([[0.6, 0.8]]))
+    [0.96]
+    """
+
     outputs = (Output("cosine", "cosine similarity of sentence embeddings", "never", low=-1.0, label="Cosine"),)
     config_key = "cosine"
     needs_dialogue = False
@@ -32,8 +50,7 @@ class Cosine(Metric):
     def similarities(self, references: Sequence[str], candidates: Sequence[str]) -> list[float]:
         embedder = self.load()
         vectors = embedder.encode([*references, *candidates])
-        ref, cand = vectors[: len(references)], vectors[len(references) :]
-        return [float(v) for v in np.clip(np.einsum("ij,ij->i", ref, cand), -1.0, 1.0)]
+        return cosine_similarities(vectors[: len(references)], vectors[len(references) :])
 
     def score(self, items: Sequence[ScoreItem]) -> list[MetricResult]:
         values = self.similarities([it.real.content for it in items], [it.candidate for it in items])

@@ -85,6 +85,17 @@ JUDGE_FIELD = "scoring.metrics.judge.endpoint"
 
 
 class Judge(Metric):
+    """``correctness`` and ``errors`` from one judge answer per turn, scored by the reference's table
+    (:func:`parse_verdict`; see the module docstring):
+
+    >>> v = parse_verdict("Incorrect, same error", "incorrect")
+    >>> v.correctness, v.errors, v.label
+    (1.0, 1.0, 'incorrect')
+    >>> v = parse_verdict("<think>8/5 is right</think> Correct", "correct")
+    >>> v.correctness, v.errors, v.reasons
+    (1.0, None, {'errors': 'real turn is not incorrect'})
+    """
+
     outputs = (
         Output("correctness", "agreement of the simulated turn's correctness with the real label",
                f"{REAL_NA}; {NO_LABEL}; the judge request failed", binary=True, label="Correctness"),

@@ -523,7 +523,19 @@ def scores_from_details(details: Sequence[dict | None], cutoffs: np.ndarray | Se
 
 class Knowledge(Metric):
     """``knowledge``: knowledge-acquisition similarity, binned with cutoffs from the scored set
-    (paper) or shipped with the model (one turn at a time); see the module docstring."""
+    (paper) or shipped with the model (one turn at a time); see the module docstring.
+
+    The KT model gives each item its real and simulated knowledge deltas; from those (kept in the
+    items' details) the scores and the set's QWK follow without the model. With the paper's
+    cutoffs, the quantiles of the set's own real deltas:
+
+    >>> values, summary = scores_from_details([
+    ...     {"kcs": ["add", "simplify"], "real_deltas": [0.1, 0.5], "sim_deltas": [0.1, 0.2]},
+    ...     {"kcs": ["add", "simplify"], "real_deltas": [0.3, -0.2], "sim_deltas": [0.3, -0.2]},
+    ...     None])  # a first student turn: no delta
+    >>> values, summary["qwk"]
+    ([0.75, 1.0, None], 0.75)
+    """
 
     outputs = (Output("knowledge", "similarity of knowledge-acquisition quantiles from a KT model", FIRST_TURN_REASON,
                       label="Knowledge", summary={"qwk": "QWK", "cutoffs": "KT cutoffs", "cutoff_source": "cutoff source"}),)

@@ -183,7 +183,13 @@ from simhub.metrics.base import Metric, MetricResult, Output, ScoreItem  # noqa:
 
 
 class RougeL(Metric):
-    """``rouge_l``: ROUGE-L F-measure of the simulated turn against the real one (no model)."""
+    """``rouge_l``: ROUGE-L F-measure of the simulated turn against the real one (no model).
+
+    >>> rouge_l("the cat sat", "the cat")  # LCS 2: precision 1, recall 2/3
+    0.8
+    >>> rouge_l("8/5", "")  # no tokens on one side
+    0.0
+    """
 
     outputs = (Output("rouge_l", "ROUGE-L F-measure (rouge_score tokenisation, no stemming)", "never",
                       label="ROUGE-L"),)

@@ -29,6 +29,20 @@ def substitute(dialogue: Dialogue, index: int, text: str) -> Dialogue:
 
 
 class TutorResponse(Metric):
+    """``tutor_response``: exp(-mean NLL) of the real next tutor turn, under the tutor model, after
+    the simulated student turn put in place of the real one (:func:`substitute`). Null for a
+    student turn that no tutor turn follows, before any model runs:
+
+    >>> from simhub.metrics import MetricContext, ScoreItem
+    >>> from simhub.schema import Dialogue, Question, Turn
+    >>> dialogue = Dialogue(id="d1", question=Question(text="2/5 + 6/5 = ?"), turns=[
+    ...     Turn(role="tutor", content="What is 2/5 + 6/5?"), Turn(role="student", content="8/5")])
+    >>> substitute(dialogue, 1, "eight fifths").turns[1].content
+    'eight fifths'
+    >>> TutorResponse(None, MetricContext()).skip(ScoreItem(dialogue, 1, "eight fifths"))
+    {'tutor_response': 'no tutor turn follows this student turn'}
+    """
+
     outputs = (Output("tutor_response", "exp(-mean NLL) of the real next tutor turn given the simulated turn", LAST_TURN,
                       label="Tutor resp."),)
     config_key = "tutor_response"
