@@ -152,3 +152,31 @@ def test_endpoint_lm_shares_the_client_of_its_endpoint(fake_openai):
         endpoint_lm(EndpointSettings(base_url="https://llm.example.com/v1"), "m", kind="simulator",
                     field="simulators.s.endpoint")
     assert err.value.field == "simulators.s.endpoint.api_key_env"
+
+
+def test_the_endpoint_tutor_is_an_lm_tutor_whose_failures_fail_one_dialogue(key, tmp_path):
+    import msgspec
+
+    from simhub.config import load_profile
+    from simhub.models import LoadOptions
+    from simhub.prompts import END_OF_DIALOGUE
+    from simhub.simulation.tutor import LMTutor, TutorRequest, build_tutor
+    from tests.examples import DIVIDING_FRACTIONS
+
+    with FakeOpenAIServer(responder=lambda body: f"Well done! {END_OF_DIALOGUE}") as server:
+        path = tmp_path / "tutor.yaml"
+        path.write_text("name: t\ntutors:\n  hosted: {kind: openai, model: m, max_tokens: 77, endpoint: "
+                        f"{{base_url: '{server.base_url}', cache: false, max_retries: 0, api_key_env: {KEY_ENV}}}}}\n")
+        tutor = build_tutor("hosted", load_profile(path), LoadOptions())
+        assert isinstance(tutor, LMTutor)
+        so_far = msgspec.structs.replace(DIVIDING_FRACTIONS, turns=DIVIDING_FRACTIONS.turns[:2])
+        server.fail_next(1, 503)
+        turns = tutor.respond([TutorRequest(so_far), TutorRequest(so_far)], Sampling(n=3, seed=1, logprobs=2))
+        bodies = [r.body for r in server.chat_requests()]
+    assert sorted(t.error is None for t in turns) == [False, True]
+    done = next(t for t in turns if t.error is None)
+    assert (done.text, done.end_of_dialogue) == ("Well done! ", True)
+    assert "HTTP 503" in next(t.error for t in turns if t.error) and key not in str(turns)
+    # One turn of text per request: no n, stop or log-probabilities; the profile's token limit.
+    assert {tuple(sorted(b)) for b in bodies} == {("max_completion_tokens", "messages", "model", "seed", "temperature")}
+    assert bodies[0]["max_completion_tokens"] == 77
