@@ -180,3 +180,58 @@ def test_the_endpoint_tutor_is_an_lm_tutor_whose_failures_fail_one_dialogue(key,
     # One turn of text per request: no n, stop or log-probabilities; the profile's token limit.
     assert {tuple(sorted(b)) for b in bodies} == {("max_completion_tokens", "messages", "model", "seed", "temperature")}
     assert bodies[0]["max_completion_tokens"] == 77
+
+
+def test_the_endpoint_simulator_is_an_lm_simulator_with_the_bodies_it_always_sent(key, tmp_path):
+    """One chat simulator over any model: the endpoint's runs on EndpointLM, sends no stop string,
+    leaves the temperature to the server when neither the caller nor the profile sets one, and a
+    failed request fails only its target (with a cause that names no key)."""
+    from simhub.config import load_profile
+    from simhub.prompts import END_OF_DIALOGUE
+    from simhub.simulation import Target, build_simulator
+    from simhub.simulation.base import LMSimulator
+    from simhub.simulation.endpoint import EndpointSimulator
+    from simhub.simulation.model import ModelSimulator
+    from tests.examples import DIVIDING_FRACTIONS
+
+    target = Target(DIVIDING_FRACTIONS, DIVIDING_FRACTIONS.student_turn_indices()[0])
+    with FakeOpenAIServer(responder=lambda body: f"I get 3/4 {END_OF_DIALOGUE} extra") as server:
+        path = tmp_path / "sim.yaml"
+        path.write_text("name: s\nsimulators:\n  hosted: {kind: openai, model: m, max_tokens: 55, endpoint: "
+                        f"{{base_url: '{server.base_url}', cache: false, max_retries: 0, api_key_env: {KEY_ENV}}}}}\n")
+        simulator = build_simulator("hosted", load_profile(path))
+        assert isinstance(simulator, EndpointSimulator) and isinstance(simulator, LMSimulator)
+        assert issubclass(ModelSimulator, LMSimulator)
+        assert isinstance(simulator.load(), EndpointLM) and simulator.load() is simulator.load()
+        server.fail_next(1, 503)
+        default = simulator.simulate([target, target])
+        chosen = simulator.simulate([target], Sampling(temperature=0.5, max_tokens=9, n=2, stop=("x",)))
+        bodies = [r.body for r in server.chat_requests()]
+    messages = simulator.messages(target)
+    # The profile sets no temperature: under the default sampling the body carries none.
+    assert bodies[0] == bodies[1] == {"model": "m", "messages": messages, "max_completion_tokens": 55}
+    assert bodies[-1] == {"model": "m", "messages": messages, "temperature": 0.5, "max_completion_tokens": 9, "n": 2}
+    assert simulator.payload(target, None) == bodies[0] and simulator.payload(target, Sampling()) == {
+        **bodies[0], "temperature": 0.0, "max_completion_tokens": 400}
+    assert sorted(r.error is None for r in default) == [False, True]
+    failed = next(r for r in default if r.error)
+    assert failed.candidates == [] and "HTTP 503" in failed.error and key not in failed.error
+    done = next(r for r in default if r.error is None)
+    assert [(c.text, c.end_of_dialogue, c.finish_reason) for c in done.candidates] == [("I get 3/4 ", True, "stop")]
+    assert [c.text for c in chosen[0].candidates] == ["I get 3/4 "] * 2
+
+
+def test_the_endpoint_simulator_sends_the_profiles_temperature_by_default(tmp_path):
+    from simhub.config import load_profile
+    from simhub.simulation import Target, build_simulator
+    from tests.examples import DIVIDING_FRACTIONS
+
+    target = Target(DIVIDING_FRACTIONS, DIVIDING_FRACTIONS.student_turn_indices()[0])
+    path = tmp_path / "sim.yaml"
+    path.write_text("name: s\nsimulators:\n  warm: {kind: openai, model: m, temperature: 0.8, endpoint: "
+                    "{base_url: 'http://127.0.0.1:9/v1', cache: false}}\n")
+    simulator = build_simulator("warm", load_profile(path))
+    assert simulator.payload(target, None)["temperature"] == 0.8
+    with pytest.raises(ConfigError, match="warm is an OpenAI-compatible endpoint, which takes no top_k") as err:
+        simulator.simulate([target], Sampling(temperature=1.0, top_k=5))
+    assert err.value.field == "sampling.top_k"
