@@ -30,12 +30,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from simhub.cache import ContentCache, fingerprint
-from simhub.config import ModelRef, Profile, cache_root
+from simhub.config import JudgeConfig, ModelRef, Profile, cache_root
 from simhub.errors import DataError
 from simhub.evaluation import dialogue_metrics as dm
 from simhub.metrics import MetricContext
 from simhub.metrics.acts import Acts
-from simhub.metrics.judge import JUDGE_FIELD, final_answer
+from simhub.metrics.judge import endpoint_answers, final_answer, judge_endpoint
 from simhub.metrics.knowledge import Knowledge
 from simhub.models import LoadOptions, Sampling, load_lm
 from simhub.prompts import correctness_messages, realness_messages
@@ -170,25 +170,26 @@ class Labeller:
 
             return self._cached("correctness", fingerprint(msgspec.to_builtins(ref)), items, compute)
         if self.judge is not None and self.judge.kind == "openai":
-            from simhub.config import cache_dir
-            from simhub.models.endpoints import chat_payload, client_for, send
-
             judge = self.judge
 
             def ask(xs):
-                client = client_for(judge.endpoint, judge.model, kind="judge", field=JUDGE_FIELD,
-                                    default_cache=cache_dir("judge"))
-                payloads = [chat_payload(judge.model, correctness_messages(d.turns[:i], d.turns[i].content, d),
-                                         reasoning_effort=judge.reasoning_effort or None,
-                                         max_tokens=judge.max_completion_tokens or 4000) for d, i in xs]
+                answers = ask_judge(judge, [correctness_messages(d.turns[:i], d.turns[i].content, d) for d, i in xs])
                 out = []
-                for answer in send(client, payloads):
-                    word = final_answer(answer.text or "").split()[:1] if answer.ok else []
+                for answer, _ in answers:
+                    word = final_answer(answer).split()[:1] if answer is not None else []
                     out.append(next((lab for lab in CORRECTNESS_LABELS if word and word[0].startswith(lab)), None))
                 return out
 
             return self._cached("correctness-judge", fingerprint(judge.model), items, ask)
         return [None] * len(items)
+
+
+def ask_judge(judge: JudgeConfig, prompts: Sequence[list[dict[str, str]]]) -> list[tuple[str | None, str | None]]:
+    """The judge endpoint's answer (or failure cause) to each of the labeller's and the realness test's
+    prompts: live requests (never the Batch API) at the profile's token limit, default 4,000, its
+    reasoning effort (none by default) and the server's default temperature."""
+    lm = judge_endpoint(judge, reasoning_effort=judge.reasoning_effort or None, batch=False)
+    return endpoint_answers(lm, prompts, Sampling(max_tokens=judge.max_completion_tokens or 4000), temperature=False)
 
 
 def _student_items(dialogues: Sequence[Dialogue]) -> list[tuple[Dialogue, int]]:
@@ -233,9 +234,6 @@ def _pi_verdicts(profile: Profile, real: Sequence[Dialogue], sim: Sequence[Dialo
     judge = profile.scoring.metrics.judge
     if judge is None or judge.kind != "openai":
         return None
-    from simhub.config import cache_dir
-    from simhub.models.endpoints import chat_payload, client_for, send
-
     by_id = {d.id: d for d in real}
     by_question: dict[str, list[Dialogue]] = defaultdict(list)
     for d in real:
@@ -259,19 +257,15 @@ def _pi_verdicts(profile: Profile, real: Sequence[Dialogue], sim: Sequence[Dialo
         a, b = (test, other) if first else (other, test)
         messages.append(realness_messages(by_id[rid].question.text, a.turns, b.turns))
         firsts.append(first)
-    client = client_for(judge.endpoint, judge.model, kind="judge", field=JUDGE_FIELD,
-                        default_cache=cache_dir("judge"))
     # The pair's kind, dialogue and sample index are written into the request, so two judgements of
     # identical texts (two samples that happen to agree) are two requests, never one cached answer.
     for m, (kind, _, test, _, k) in zip(messages, pairs, strict=True):
         m[-1] = {**m[-1], "content": f"(pair {kind}:{test.id}:{k})\n\n{m[-1]['content']}"}
-    payloads = [chat_payload(judge.model, m, reasoning_effort=judge.reasoning_effort or None,
-                             max_tokens=judge.max_completion_tokens or 4000) for m in messages]
     out: dict[str, list[tuple[str, str]]] = {"ps": [], "hh": [], "pp": []}
-    for (kind, rid, *_), first, answer in zip(pairs, firsts, send(client, payloads), strict=True):
-        if not answer.ok:
+    for (kind, rid, *_), first, (answer, _) in zip(pairs, firsts, ask_judge(judge, messages), strict=True):
+        if answer is None:
             continue
-        word = final_answer(answer.text or "").strip(".")
+        word = final_answer(answer).strip(".")
         choice = "tie" if word.startswith("tie") else word[:1].upper()
         try:
             out[kind].append((rid, dm.verdict_from_choice(choice, first)))

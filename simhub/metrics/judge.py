@@ -14,18 +14,24 @@ fails after its retries is null, with its cause.
 
 Two judges: an OpenAI-compatible chat model (the paper: GPT-5 mini at low reasoning effort) and a
 local causal LM that picks the most likely of the allowed answers (so its output always parses).
+The judge's endpoint is built in one place, :func:`judge_endpoint`, and asked through one path,
+:func:`endpoint_answers`: the judge metric and the dialogue-level statistics' labels and realness
+verdicts (:mod:`simhub.evaluation.dialogue_eval`) share its client, cache and key rule.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simhub.config import JudgeConfig, cache_dir
 from simhub.metrics.base import Metric, MetricResult, Output, ScoreItem
-from simhub.models import load_lm
+from simhub.models import LanguageModel, Sampling, load_lm
 from simhub.prompts import judge_messages
+
+if TYPE_CHECKING:
+    from simhub.models.endpoint_lm import EndpointLM
 
 #: Answers a local judge chooses between.
 JUDGE_OPTIONS: tuple[str, ...] = ("correct", "incorrect, same error", "incorrect, different error", "na")
@@ -84,6 +90,25 @@ def skip_reasons(real_label: str | None) -> dict[str, str]:
 JUDGE_FIELD = "scoring.metrics.judge.endpoint"
 
 
+def judge_endpoint(config: JudgeConfig, *, reasoning_effort: str | None, batch: bool | None = None) -> EndpointLM:
+    """The judge's OpenAI-compatible endpoint as an :class:`~simhub.models.endpoint_lm.EndpointLM`
+    over its shared client (judge keys, answers cached under the ``judge`` cache). ``batch`` defaults
+    to the endpoint's ``batch_api``; each caller says which ``reasoning_effort`` its requests carry."""
+    from simhub.models.endpoints import endpoint_lm
+
+    return endpoint_lm(config.endpoint, config.model, kind="judge", field=JUDGE_FIELD, default_cache=cache_dir("judge"),
+                       reasoning_effort=reasoning_effort, batch=batch, name="judge")
+
+
+def endpoint_answers(lm: EndpointLM, prompts: Sequence[list[dict[str, str]]], sampling: Sampling, *,
+                     temperature: bool = True, progress: bool = False) -> list[tuple[str | None, str | None]]:
+    """``(answer, None)`` or, for a request that failed after its retries, ``(None, cause)`` per prompt,
+    in order (the answer is the first choice's text, as generated)."""
+    results = lm.generate(prompts, sampling, temperature=temperature, progress=progress)
+    return [(None, r.error) if r.error is not None else (r.generations[0].text if r.generations else "", None)
+            for r in results]
+
+
 class Judge(Metric):
     """``correctness`` and ``errors`` from one judge answer per turn, scored by the reference's table
     (:func:`parse_verdict`; see the module docstring):
@@ -111,7 +136,7 @@ class Judge(Metric):
             from simhub.models.endpoints import key_names
 
             key_names(config.endpoint.base_url, config.endpoint.api_key_env, kind="judge", field=JUDGE_FIELD)
-        self._client = None
+        self._endpoint: EndpointLM | None = None
 
     def describe(self) -> dict[str, Any]:
         if self.config.kind == "openai":
@@ -120,26 +145,34 @@ class Judge(Metric):
 
     # ------------------------------------------------------------------ backends
 
-    def load(self):
+    @property
+    def _reasoning(self) -> bool:
+        from simhub.models.endpoints import is_reasoning_model
+
+        return is_reasoning_model(self.config.model)
+
+    def load(self) -> LanguageModel:
         if self.config.kind == "local":
             return load_lm(self.config.plain(), self.context.load)
-        if self._client is None:
-            from simhub.models.endpoints import client_for
+        return self.endpoint()
 
-            self._client = client_for(self.config.endpoint, self.config.model, kind="judge",
-                                      field=JUDGE_FIELD, default_cache=cache_dir("judge"))
-        return self._client
+    def endpoint(self) -> EndpointLM:
+        """The endpoint judge (built on first use): the paper's low reasoning effort by default on a
+        reasoning model."""
+        if self._endpoint is None:
+            self._endpoint = judge_endpoint(self.config,
+                                            reasoning_effort=self.config.reasoning_effort or ("low" if self._reasoning else None))
+        return self._endpoint
+
+    def sampling(self) -> Sampling:
+        """The endpoint judge's decoding: greedy unless the profile says otherwise (a reasoning model
+        gets no temperature at all), 15,000 completion tokens for a reasoning model, 4,000 otherwise."""
+        return Sampling(temperature=self.config.temperature if self.config.temperature is not None else 0.0,
+                        max_tokens=self.config.max_completion_tokens or (15_000 if self._reasoning else 4_000))
 
     def payload(self, messages: list[dict]) -> dict:
-        from simhub.models.endpoints import chat_payload, is_reasoning_model
-
-        reasoning = is_reasoning_model(self.config.model)
-        return chat_payload(
-            self.config.model, messages,
-            temperature=self.config.temperature if self.config.temperature is not None else (None if reasoning else 0.0),
-            reasoning_effort=self.config.reasoning_effort or ("low" if reasoning else None),
-            max_tokens=self.config.max_completion_tokens or (15_000 if reasoning else 4_000),
-        )
+        """The chat-completions body the endpoint judge sends for ``messages``."""
+        return self.endpoint().request(messages, self.sampling())
 
     def answers(self, messages: list[list[dict]]) -> list[tuple[str | None, str | None]]:
         """``(answer, failure cause)`` per prompt."""
@@ -148,11 +181,7 @@ class Judge(Metric):
             options = [[*lm.text_ids(o), lm.eot_id] for o in JUDGE_OPTIONS]
             best, _ = lm.choose([lm.chat_ids(m) for m in messages], options)
             return [(JUDGE_OPTIONS[i], None) for i in best]
-        from simhub.models.endpoints import send
-
-        results = send(self.load(), [self.payload(m) for m in messages], batch=self.config.endpoint.batch_api,
-                       progress=len(messages) > 32, desc="judge")
-        return [(r.text or "", None) if r.ok else (None, r.cause) for r in results]
+        return endpoint_answers(self.endpoint(), messages, self.sampling(), progress=len(messages) > 32)
 
     # ------------------------------------------------------------------ metric
 

@@ -74,10 +74,12 @@ class Generation:
 
 @dataclass
 class GenerationResult:
-    """The ``n`` generations of one prompt and the prompt's length in tokens."""
+    """The ``n`` generations of one prompt and the prompt's length in tokens. A request that failed
+    (an endpoint's, after its retries) has no generations and ``error``: one secret-free line saying why."""
 
     generations: list[Generation]
     prompt_tokens: int = 0
+    error: str | None = None
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, str | None]:

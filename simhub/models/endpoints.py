@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from simhub.config import EndpointSettings
 from simhub.errors import ConfigError
+from simhub.models.endpoint_lm import EndpointLM
 from simhub.models.openai import (
     ChatResult,
     EndpointConfig,
@@ -36,7 +37,7 @@ from simhub.models.openai import (
 )
 
 __all__ = ["DEFAULT_KEY_HOSTS", "KIND_KEY_ENVS", "ChatResult", "EndpointFailure", "EndpointKind", "chat_payload",
-           "client_for", "endpoint_config", "is_loopback", "is_reasoning_model", "key_names", "parse_chat_response",
+           "client_for", "endpoint_config", "endpoint_lm", "is_loopback", "is_reasoning_model", "key_names", "parse_chat_response",
            "send"]
 
 EndpointKind = Literal["judge", "baseline", "simulator", "tutor", "annotator"]
@@ -120,6 +121,16 @@ def client_for(settings: EndpointSettings, model: str, *, kind: EndpointKind, de
         if config not in _CLIENTS:
             _CLIENTS[config] = OpenAIClient(config)
         return _CLIENTS[config]
+
+
+def endpoint_lm(settings: EndpointSettings, model: str, *, kind: EndpointKind, default_cache: Path | None = None,
+                field: str | None = None, reasoning_effort: str | None = None, max_tokens: int | None = None,
+                batch: bool | None = None, top_k: bool = False, name: str | None = None) -> EndpointLM:
+    """The endpoint as a :class:`~simhub.models.endpoint_lm.EndpointLM` over its shared client
+    (:func:`client_for`); ``batch`` defaults to the settings' ``batch_api``."""
+    client = client_for(settings, model, kind=kind, default_cache=default_cache, field=field)
+    return EndpointLM(client, reasoning_effort=reasoning_effort, max_tokens=max_tokens,
+                      batch=settings.batch_api if batch is None else batch, top_k=top_k, name=name)
 
 
 def send(client: OpenAIClient, payloads: Sequence[Mapping[str, Any]], *, batch: bool = False, progress: bool = False,

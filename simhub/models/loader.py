@@ -2,19 +2,29 @@
 
 Models that share a base share one loaded base (transformers: LoRA adapters attached to one model;
 vLLM: one engine, adapters as LoRA requests). ``dummy:SEED`` loads the numpy :class:`DummyLM`.
+
+Backends are a registry of ``name -> "module:function"`` entries, imported when first used (as the
+metrics are): the function takes the resolved reference, the :class:`LoadOptions` and the backend's
+own shared state (a dict the loader keeps for it until :func:`unload_models`; values with a
+``close()`` are closed then) and returns the :class:`LanguageModel`. :func:`register_backend` adds
+one. OpenAI-compatible endpoints are models too (:class:`~simhub.models.endpoint_lm.EndpointLM`),
+built from a profile's endpoint settings by :func:`simhub.models.endpoints.endpoint_lm`.
 """
 
 from __future__ import annotations
 
+import importlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 
 from simhub.config import ModelRef, VLLMOptions
 from simhub.errors import ConfigError
 from simhub.models.base import LanguageModel
-from simhub.models.refs import resolve_peft
+from simhub.models.refs import ResolvedRef, resolve_peft
 
 
 @dataclass(frozen=True)
@@ -40,7 +50,52 @@ _MODELS: dict[tuple, LanguageModel] = {}
 _BASES: dict[tuple, object] = {}
 _ENGINES: dict[tuple, object] = {}
 
-BACKENDS = ("transformers", "vllm")
+#: What a backend's loader is: (resolved reference, options, the backend's shared state) -> model.
+BackendLoader = Callable[[ResolvedRef, "LoadOptions", dict], LanguageModel]
+
+#: One line per backend: ``name -> "module:function"`` (a :data:`BackendLoader`), imported on first use.
+_REGISTRY: dict[str, str] = {
+    "transformers": "simhub.models.transformers:load_backend",
+    "vllm": "simhub.models.vllm:load_backend",
+}
+_LOADERS: dict[str, BackendLoader] = {}
+#: Each backend's shared state; the built-in ones keep their historical names.
+_SHARED: dict[str, dict] = {"transformers": _BASES, "vllm": _ENGINES}
+
+BACKENDS = tuple(_REGISTRY)
+
+
+def register_backend(name: str, target: str | BackendLoader) -> None:
+    """Add (or replace) backend ``name``: a ``"module:function"`` string or the function itself."""
+    global BACKENDS
+    with _LOCK:
+        if isinstance(target, str):
+            _REGISTRY[name] = target
+            _LOADERS.pop(name, None)
+        else:
+            _REGISTRY[name] = f"{target.__module__}:{target.__qualname__}"
+            _LOADERS[name] = target
+        BACKENDS = tuple(_REGISTRY)
+
+
+def backend_names() -> list[str]:
+    with _LOCK:
+        return list(_REGISTRY)
+
+
+def backend_loader(name: str) -> BackendLoader:
+    """The loader registered as ``name`` (a ConfigError on ``backend`` lists the known ones)."""
+    with _LOCK:
+        if name in _LOADERS:
+            return _LOADERS[name]
+        target = _REGISTRY.get(name)
+        if target is None:
+            raise ConfigError(f"backend: {name!r} is not one of {', '.join(_REGISTRY)}", field="backend")
+    module, _, attr = target.partition(":")
+    loader: BackendLoader = getattr(importlib.import_module(module), attr)
+    with _LOCK:
+        _LOADERS[name] = loader
+    return loader
 
 
 def load_lm(ref: ModelRef | str, options: LoadOptions | None = None) -> LanguageModel:
@@ -55,33 +110,16 @@ def load_lm(ref: ModelRef | str, options: LoadOptions | None = None) -> Language
             if key not in _MODELS:
                 _MODELS[key] = DummyLM(seed=int(ref.model.split(":", 1)[1] or 0), name=ref.model)
             return _MODELS[key]
-    if options.backend not in BACKENDS:
-        raise ConfigError(f"backend: {options.backend!r} is not one of {', '.join(BACKENDS)}", field="backend")
+    with _LOCK:
+        if options.backend not in _REGISTRY:
+            raise ConfigError(f"backend: {options.backend!r} is not one of {', '.join(_REGISTRY)}", field="backend")
     key = (ref, options.backend, options.device, options.dtype, options.share_base, options.asynchronous,
            msgspec.json.encode(options.vllm) if options.backend == "vllm" else None)
     with _LOCK:
         if key in _MODELS:
             return _MODELS[key]
-        resolved = resolve_peft(ref)
-        if options.backend == "transformers":
-            from simhub.models.transformers import load_transformers
-
-            model: LanguageModel = load_transformers(resolved, device=options.device, dtype=options.dtype,
-                                                     batch_size=options.batch_size, bases=_BASES,
-                                                     share_base=options.share_base)
-        else:
-            from simhub.models.vllm import VLLMLM, VLLMEngine
-
-            if resolved.full_modules:  # before any engine starts
-                raise ConfigError(f"{resolved.adapter}: the adapter trains whole modules (peft's modules_to_save), "
-                                  "which vLLM's LoRA cannot serve; use the transformers backend for it", field="adapter")
-            # VLLMOptions holds a dict (extra engine arguments): key on its JSON.
-            lora = options.enable_lora if options.enable_lora is not None else resolved.adapter is not None
-            ekey = (resolved.base, resolved.base_revision, options.asynchronous, msgspec.json.encode(options.vllm), lora)
-            if ekey not in _ENGINES:
-                _ENGINES[ekey] = VLLMEngine(resolved.base, resolved.base_revision, options.vllm,
-                                            asynchronous=options.asynchronous, enable_lora=lora)
-            model = VLLMLM(_ENGINES[ekey], resolved)  # type: ignore[arg-type]
+        load = backend_loader(options.backend)
+        model = load(resolve_peft(ref), options, _SHARED.setdefault(options.backend, {}))
         _MODELS[key] = model
         return model
 
@@ -94,14 +132,17 @@ def loaded_models() -> list[LanguageModel]:
 def unload_models() -> None:
     """Forget every loaded model and close every engine (between tests, profiles or DPO stages)."""
     with _LOCK:
-        models, engines = list(_MODELS.values()), list(_ENGINES.values())
+        models = list(_MODELS.values())
+        shared: list[Any] = [value for state in _SHARED.values() for value in state.values()]
         _MODELS.clear()
-        _BASES.clear()
-        _ENGINES.clear()
+        for state in _SHARED.values():
+            state.clear()
     for model in models:
         model.close()
-    for engine in engines:
-        engine.close()  # type: ignore[attr-defined]
+    for value in shared:  # vLLM engines (transformers bases have nothing to close)
+        close = getattr(value, "close", None)
+        if callable(close):
+            close()
     from simhub.models.embeddings import unload_embedders
 
     unload_embedders()

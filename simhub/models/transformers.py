@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import threading
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -21,6 +22,9 @@ from simhub.errors import ConfigError, require
 from simhub.models.base import Generation, GenerationResult, LanguageModel, Prompt, Sampling, TokenLogprob, cut_at_stop
 from simhub.models.cpu import apply_thread_policy
 from simhub.models.refs import ResolvedRef, load_tokenizer
+
+if TYPE_CHECKING:
+    from simhub.models.loader import LoadOptions
 
 
 def default_device(device: str | None) -> str:
@@ -349,3 +353,9 @@ def load_transformers(ref: ResolvedRef, *, device: str | None, dtype: str | None
     loaded = bases[key]
     name = loaded.attach(ref.adapter, ref.adapter_revision) if ref.adapter else None
     return TransformersLM(loaded, name, ref, batch_size)
+
+
+def load_backend(ref: ResolvedRef, options: LoadOptions, bases: dict) -> TransformersLM:
+    """The loader's ``transformers`` backend (:mod:`simhub.models.loader`): bases shared through ``bases``."""
+    return load_transformers(ref, device=options.device, dtype=options.dtype, batch_size=options.batch_size,
+                             bases=bases, share_base=options.share_base)

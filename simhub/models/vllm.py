@@ -14,14 +14,18 @@ import dataclasses
 import itertools
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import msgspec
 import numpy as np
 
 from simhub.config import VLLMOptions
-from simhub.errors import require
+from simhub.errors import ConfigError, require
 from simhub.models.base import Generation, GenerationResult, LanguageModel, Prompt, Sampling, TokenLogprob
 from simhub.models.refs import ResolvedRef, load_tokenizer, local_path
+
+if TYPE_CHECKING:
+    from simhub.models.loader import LoadOptions
 
 
 def has_cuda() -> bool:
@@ -222,3 +226,18 @@ class VLLMLM(LanguageModel):
         outs = await asyncio.gather(*(one(p, s) for p in ids for s in parts))
         k = len(parts)
         return [self._result(list(outs[i * k : (i + 1) * k]), sampling, len(p)) for i, p in enumerate(ids)]
+
+
+def load_backend(resolved: ResolvedRef, options: LoadOptions, engines: dict) -> VLLMLM:
+    """The loader's ``vllm`` backend (:mod:`simhub.models.loader`): one engine per base and settings,
+    shared through ``engines``, adapters served as LoRA requests."""
+    if resolved.full_modules:  # before any engine starts
+        raise ConfigError(f"{resolved.adapter}: the adapter trains whole modules (peft's modules_to_save), "
+                          "which vLLM's LoRA cannot serve; use the transformers backend for it", field="adapter")
+    # VLLMOptions holds a dict (extra engine arguments): key on its JSON.
+    lora = options.enable_lora if options.enable_lora is not None else resolved.adapter is not None
+    ekey = (resolved.base, resolved.base_revision, options.asynchronous, msgspec.json.encode(options.vllm), lora)
+    if ekey not in engines:
+        engines[ekey] = VLLMEngine(resolved.base, resolved.base_revision, options.vllm,
+                                   asynchronous=options.asynchronous, enable_lora=lora)
+    return VLLMLM(engines[ekey], resolved)

@@ -6,6 +6,12 @@ targets at once (the CLI's batch runs); :meth:`Simulator.asimulate` does the sam
 an event loop (the service). A simulator that fails on a target (an endpoint down after its
 retries) returns a result with ``error`` set instead of raising, so a long run completes and
 counts its failures.
+
+Both simulators that generate are :class:`LMSimulator` over a :class:`~simhub.models.LanguageModel`:
+our own models (:class:`~simhub.simulation.model.ModelSimulator`) and OpenAI-compatible endpoints
+(:class:`~simhub.simulation.endpoint.EndpointSimulator`, over an
+:class:`~simhub.models.endpoint_lm.EndpointLM`) prompt, generate and read candidates the same way and
+differ only in which model they load, the sampling it gets and what identifies them.
 """
 
 from __future__ import annotations
@@ -13,10 +19,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from simhub.models import Sampling, TokenLogprob
-from simhub.prompts import END_OF_DIALOGUE
+from simhub.config import SimulatorConfig
+from simhub.models import GenerationResult, LanguageModel, Prompt, Sampling, TokenLogprob
+from simhub.prompts import END_OF_DIALOGUE, baseline_messages, student_messages
 from simhub.schema import Dialogue
 
 
@@ -125,3 +132,68 @@ class Simulator(ABC):
     def close(self) -> None:
         """Release what :meth:`load` took."""
         return None
+
+
+class ExampleSource(Protocol):
+    """Where the ICL baseline's example comes from (:class:`~simhub.simulation.endpoint.IclRetriever`)."""
+
+    def example(self, dialogue: Dialogue) -> Dialogue | None: ...
+
+
+class LMSimulator(Simulator):
+    """A simulated student over any :class:`~simhub.models.LanguageModel`.
+
+    The targets' prompts go to the model in one ``generate`` (``agenerate`` in the service) and every
+    generation becomes a candidate cut at the end-of-dialogue marker (:func:`candidate_from_text`); a
+    failed request (a result with ``error``) fails only its target. The prompt is simhub's student
+    chat format, or with ``config.baseline`` that baseline's prompt (the ICL baseline's example from
+    ``retriever``).
+
+    Subclasses say which model (:meth:`model`, built on first use) and which sampling it gets
+    (:meth:`sampling_for`); an endpoint also chooses how a request is sent (:meth:`generate`).
+    """
+
+    config: SimulatorConfig
+    retriever: ExampleSource | None = None
+
+    @abstractmethod
+    def model(self) -> LanguageModel:
+        """The model, loaded on first use."""
+
+    def load(self) -> LanguageModel:
+        return self.model()
+
+    def messages(self, target: Target) -> list[dict[str, str]]:
+        if self.config.baseline:  # one of the paper's prompted baselines
+            example = self.retriever.example(target.dialogue) if self.config.baseline == "icl" and self.retriever else None
+            return baseline_messages(self.config.baseline, target.dialogue, target.turn_index, example)
+        return student_messages(target.dialogue, upto=target.turn_index, persona=self.config.persona)
+
+    def sampling_for(self, sampling: Sampling | None) -> Sampling:
+        """What the model gets for the caller's ``sampling`` (None: :attr:`default_sampling`)."""
+        return sampling or self.default_sampling
+
+    def generate(self, prompts: Sequence[Prompt], sampling: Sampling | None, *,
+                 progress: bool = False) -> list[GenerationResult]:
+        """One result per prompt, under the caller's ``sampling`` (None: the simulator's default)."""
+        return self.model().generate(prompts, self.sampling_for(sampling), progress=progress)
+
+    async def agenerate(self, prompts: Sequence[Prompt], sampling: Sampling | None) -> list[GenerationResult]:
+        return await self.model().agenerate(prompts, self.sampling_for(sampling))
+
+    @staticmethod
+    def results(generated: Sequence[GenerationResult]) -> list[SimulationResult]:
+        """The model's results as simulation results: each generation a candidate; a failed request
+        a result with no candidates and its cause."""
+        return [SimulationResult([candidate_from_text(g.text, g.finish_reason, tokens=g.tokens, stop_string=g.stop_string,
+                                                      logprobs=g.logprobs) for g in r.generations],
+                                 prompt_tokens=r.prompt_tokens, error=r.error) for r in generated]
+
+    def simulate(self, targets: Sequence[Target], sampling: Sampling | None = None, *,
+                 progress: bool = False) -> list[SimulationResult]:
+        self.load()
+        return self.results(self.generate([self.messages(t) for t in targets], sampling, progress=progress))
+
+    async def asimulate(self, targets: Sequence[Target], sampling: Sampling | None = None) -> list[SimulationResult]:
+        self.load()
+        return self.results(await self.agenerate([self.messages(t) for t in targets], sampling))

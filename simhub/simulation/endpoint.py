@@ -8,6 +8,7 @@ it, the baseline's prompt: the numbered plain-text history and the style's instr
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,13 +19,15 @@ import numpy as np
 
 from simhub.config import BaselinesConfig, Profile, SimulatorConfig, cache_dir
 from simhub.errors import ConfigError
-from simhub.models import Sampling
-from simhub.prompts import BASELINE_STYLES, baseline_messages, student_messages
+from simhub.models import GenerationResult, Prompt, Sampling
+from simhub.prompts import BASELINE_STYLES
 from simhub.schema import Dialogue
-from simhub.simulation.base import SimulationResult, Simulator, Target, candidate_from_text
+from simhub.simulation.base import LMSimulator, Simulator, Target
 
 if TYPE_CHECKING:
     from simhub.cache import ContentCache
+    from simhub.models.endpoint_lm import EndpointLM
+    from simhub.models.endpoints import EndpointKind
 
 BASELINE_PREFIX = "baseline:"
 
@@ -131,12 +134,18 @@ def baseline_config(style: str, baselines: BaselinesConfig) -> SimulatorConfig:
     )
 
 
-class EndpointSimulator(Simulator):
+class EndpointSimulator(LMSimulator):
+    """A chat model behind an OpenAI-compatible endpoint, as an
+    :class:`~simhub.models.endpoint_lm.EndpointLM` over the endpoint's shared client.
+
+    Requests carry no stop string (the end-of-dialogue marker is cut from the text afterwards), no
+    top-k (refused), and the profile's ``temperature`` when the caller gives no sampling: with none
+    configured, the server's default. Through the Batch API when the endpoint's ``batch_api`` says so.
+    """
+
     kind = "openai"
 
     def __init__(self, sid: str, config: SimulatorConfig, *, retriever: IclRetriever | None = None):
-        from simhub.errors import ConfigError
-
         if not config.endpoint.base_url:
             raise ConfigError(f"simulators.{sid}.endpoint.base_url: required for an OpenAI-compatible simulator",
                               field=f"simulators.{sid}.endpoint.base_url")
@@ -148,12 +157,13 @@ class EndpointSimulator(Simulator):
         self.id, self.config, self.retriever = sid, config, retriever
         self.kind = "baseline" if sid.startswith(BASELINE_PREFIX) else "openai"
         # The built-in baselines take their endpoint from the profile's `baselines` section.
-        self._key_kind = "baseline" if self.kind == "baseline" else "simulator"
+        self._key_kind: EndpointKind = "baseline" if self.kind == "baseline" else "simulator"
         self._field = "baselines.endpoint" if self.kind == "baseline" else f"simulators.{sid}.endpoint"
+        # A bad key setting is refused when the simulator is built, before any request.
         key_names(config.endpoint.base_url, config.endpoint.api_key_env, kind=self._key_kind, field=self._field)
         self.default_sampling = Sampling(temperature=config.temperature if config.temperature is not None else 0.0,
                                          max_tokens=config.max_tokens or Sampling().max_tokens)
-        self._client = None
+        self.lm: EndpointLM | None = None
 
     def describe(self) -> dict[str, Any]:
         out = {"id": self.id, "kind": self.kind, "base_model": self.config.model, "base_url": self.config.endpoint.base_url}
@@ -167,54 +177,36 @@ class EndpointSimulator(Simulator):
         return {**self.describe(), "temperature": self.config.temperature, "max_tokens": self.config.max_tokens,
                 "reasoning_effort": self.config.reasoning_effort, "persona": self.config.persona}
 
-    def load(self):
-        if self._client is None:
-            from simhub.models.endpoints import client_for
+    def model(self) -> EndpointLM:
+        if self.lm is None:
+            from simhub.models.endpoints import endpoint_lm
 
-            self._client = client_for(self.config.endpoint, self.config.model, kind=self._key_kind, field=self._field,
-                                      default_cache=cache_dir("generations"))
-        return self._client
+            self.lm = endpoint_lm(self.config.endpoint, self.config.model, kind=self._key_kind, field=self._field,
+                                  default_cache=cache_dir("generations"), reasoning_effort=self.config.reasoning_effort,
+                                  name=self.id)
+        return self.lm
 
-    def messages(self, target: Target) -> list[dict[str, str]]:
-        if self.config.baseline:
-            example = self.retriever.example(target.dialogue) if self.config.baseline == "icl" and self.retriever else None
-            return baseline_messages(self.config.baseline, target.dialogue, target.turn_index, example)
-        return student_messages(target.dialogue, upto=target.turn_index, persona=self.config.persona)
+    def prompt_text(self, target: Target) -> str:
+        return Simulator.prompt_text(self, target)  # the messages as sent: an endpoint has no chat template here
 
-    def payload(self, target: Target, sampling: Sampling | None) -> dict:
-        from simhub.models.endpoints import chat_payload
+    def sampling_for(self, sampling: Sampling | None) -> Sampling:
+        return dataclasses.replace(super().sampling_for(sampling), stop=())
 
-        s = sampling or self.default_sampling
-        if s.top_k:
-            raise ConfigError(f"sampling: {self.id} is an OpenAI-compatible endpoint, which takes no top_k "
-                              f"(asked for {s.top_k})", field="sampling.top_k")
-        temperature = s.temperature if sampling is not None else self.config.temperature
-        return chat_payload(self.config.model, self.messages(target), temperature=temperature,
-                            top_p=s.top_p if s.top_p != 1.0 else None, max_tokens=s.max_tokens,
-                            reasoning_effort=self.config.reasoning_effort, n=s.n, seed=s.seed,
-                            logprobs=s.logprobs is not None or None, top_logprobs=s.logprobs or None)
+    def sends_temperature(self, sampling: Sampling | None) -> bool:
+        """Whether the body carries a temperature: always under the caller's sampling; under the
+        default only when the profile sets one (otherwise the server's default applies)."""
+        return sampling is not None or self.config.temperature is not None
 
-    @staticmethod
-    def _result(answer) -> SimulationResult:
-        if not answer.ok:
-            return SimulationResult(error=answer.cause)
-        cands = [candidate_from_text(c.text or "", c.finish_reason or "stop",
-                                     logprobs=list(c.logprobs) if c.logprobs else None) for c in answer.choices]
-        usage = answer.usage
-        total = (usage.completion_tokens if usage else None) or 0
-        for i, c in enumerate(cands):
-            c.tokens = total // len(cands) + (1 if i < total % len(cands) else 0)
-        return SimulationResult(cands, prompt_tokens=(usage.prompt_tokens if usage else None) or 0)
+    def payload(self, target: Target, sampling: Sampling | None) -> dict[str, Any]:
+        """The chat-completions body sent for ``target`` (what the endpoint's cache keys on)."""
+        return self.model().request(self.messages(target), self.sampling_for(sampling),
+                                    temperature=self.sends_temperature(sampling))
 
-    def simulate(self, targets: Sequence[Target], sampling: Sampling | None = None, *,
-                 progress: bool = False) -> list[SimulationResult]:
-        from simhub.models.endpoints import send
+    def generate(self, prompts: Sequence[Prompt], sampling: Sampling | None, *,
+                 progress: bool = False) -> list[GenerationResult]:
+        return self.model().generate(prompts, self.sampling_for(sampling), progress=progress,
+                                     temperature=self.sends_temperature(sampling))
 
-        answers = send(self.load(), [self.payload(t, sampling) for t in targets], batch=self.config.endpoint.batch_api,
-                       progress=progress, desc=self.id)
-        return [self._result(a) for a in answers]
-
-    async def asimulate(self, targets: Sequence[Target], sampling: Sampling | None = None) -> list[SimulationResult]:
-        client = self.load()
-        answers = await client.acomplete([self.payload(t, sampling) for t in targets])
-        return [self._result(a) for a in answers]
+    async def agenerate(self, prompts: Sequence[Prompt], sampling: Sampling | None) -> list[GenerationResult]:
+        return await self.model().agenerate(prompts, self.sampling_for(sampling),
+                                            temperature=self.sends_temperature(sampling))

@@ -8,19 +8,21 @@ end-of-dialogue marker, which sets ``end_of_dialogue``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from simhub.config import SimulatorConfig
 from simhub.models import LanguageModel, LoadOptions, Sampling, load_lm
-from simhub.prompts import END_OF_DIALOGUE, baseline_messages, student_messages
-from simhub.simulation.base import SimulationResult, Simulator, Target, candidate_from_text
+from simhub.prompts import END_OF_DIALOGUE
+from simhub.simulation.base import LMSimulator, Target
 
 if TYPE_CHECKING:
     from simhub.simulation.endpoint import IclRetriever
 
 
-class ModelSimulator(Simulator):
+class ModelSimulator(LMSimulator):
+    """One of our models (:func:`~simhub.models.load_lm`), stopped at the end-of-dialogue marker; a
+    target that carries its own chat prompt (the service's ``/v1``) is run as it is."""
+
     kind = "model"
 
     def __init__(self, sid: str, config: SimulatorConfig, load: LoadOptions, *, retriever: IclRetriever | None = None):
@@ -44,7 +46,7 @@ class ModelSimulator(Simulator):
             out["description"] = self.config.description
         return out
 
-    def load(self) -> LanguageModel:
+    def model(self) -> LanguageModel:
         if self.lm is None:
             self.lm = load_lm(self.config.ref(), self.options)
         return self.lm
@@ -52,28 +54,11 @@ class ModelSimulator(Simulator):
     def messages(self, target: Target) -> list[dict[str, str]]:
         if target.messages is not None:
             return [dict(m) for m in target.messages]
-        if self.config.baseline:  # one of the paper's prompted baselines, on a local model
-            example = self.retriever.example(target.dialogue) if self.config.baseline == "icl" and self.retriever else None
-            return baseline_messages(self.config.baseline, target.dialogue, target.turn_index, example)
-        return student_messages(target.dialogue, upto=target.turn_index, persona=self.config.persona)
+        return super().messages(target)
 
     def prompt_text(self, target: Target) -> str:
         return self.load().chat_text(self.messages(target))
 
-    def _sampling(self, sampling: Sampling | None) -> Sampling:
-        s = sampling or self.default_sampling
+    def sampling_for(self, sampling: Sampling | None) -> Sampling:
+        s = super().sampling_for(sampling)
         return dataclasses.replace(s, stop=tuple(dict.fromkeys((*s.stop, END_OF_DIALOGUE))))
-
-    def _results(self, generated) -> list[SimulationResult]:
-        return [SimulationResult([candidate_from_text(g.text, g.finish_reason, tokens=g.tokens, stop_string=g.stop_string,
-                                                      logprobs=g.logprobs) for g in r.generations],
-                                 prompt_tokens=r.prompt_tokens) for r in generated]
-
-    def simulate(self, targets: Sequence[Target], sampling: Sampling | None = None, *,
-                 progress: bool = False) -> list[SimulationResult]:
-        lm = self.load()
-        return self._results(lm.generate([self.messages(t) for t in targets], self._sampling(sampling), progress=progress))
-
-    async def asimulate(self, targets: Sequence[Target], sampling: Sampling | None = None) -> list[SimulationResult]:
-        lm = self.load()
-        return self._results(await lm.agenerate([self.messages(t) for t in targets], self._sampling(sampling)))

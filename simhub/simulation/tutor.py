@@ -1,5 +1,7 @@
 """Tutors for dialogue rollouts: the other side of a simulated student's whole dialogue.
 
+Both tutors that generate are :class:`LMTutor` over a :class:`~simhub.models.LanguageModel`:
+
 * :class:`ModelTutor` — a local tutor model (the paper's tutor LoRA, the demo's ``tiny-tutor``),
   prompted in the tutor chat format it is trained on (the mirror image of the student's).
 * :class:`EndpointTutor` — any OpenAI-compatible chat model, instructed to tutor; in ``mirror`` mode
@@ -20,8 +22,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from simhub.config import Profile, TutorConfig, cache_dir
-from simhub.errors import ConfigError, UnknownNameError
-from simhub.models import LanguageModel, LoadOptions, Sampling, load_lm
+from simhub.errors import UnknownNameError
+from simhub.models import GenerationResult, LanguageModel, LoadOptions, Sampling, load_lm
 from simhub.prompts import END_OF_DIALOGUE, format_history, format_question, tutor_messages
 from simhub.schema import Dialogue
 from simhub.simulation.base import candidate_from_text, outputs_fingerprint
@@ -65,7 +67,44 @@ class Tutor(ABC):
         """The next tutor turn of each request."""
 
 
-class ModelTutor(Tutor):
+@dataclasses.dataclass(frozen=True)
+class TutorFailure:
+    """A whole batch that failed (a broken local model), with the cause."""
+
+    cause: str
+
+
+class LMTutor(Tutor):
+    """A tutor over any :class:`~simhub.models.LanguageModel`: the batch's prompts in one ``generate``,
+    each turn cut at the end-of-dialogue marker; a failed request (``error``) fails only its dialogue.
+
+    Subclasses say which model (:meth:`model`), how a request is prompted (:meth:`prompt`) and which
+    sampling the model gets (:meth:`sampling_for`)."""
+
+    @abstractmethod
+    def model(self) -> LanguageModel:
+        """The model, loaded on first use."""
+
+    @abstractmethod
+    def prompt(self, request: TutorRequest) -> list[dict[str, str]]:
+        """The chat messages for one request."""
+
+    def sampling_for(self, sampling: Sampling) -> Sampling:
+        return sampling
+
+    def generate(self, prompts: list[list[dict[str, str]]], sampling: Sampling) -> list[GenerationResult] | TutorFailure:
+        """The model's results (a failed request is one with ``error``), or a failure of the whole batch."""
+        return self.model().generate(prompts, sampling)  # type: ignore[arg-type]
+
+    def respond(self, requests: Sequence[TutorRequest], sampling: Sampling) -> list[TutorTurn]:
+        out = self.generate([self.prompt(r) for r in requests], self.sampling_for(sampling))
+        if isinstance(out, TutorFailure):
+            return [TutorTurn(error=out.cause) for _ in requests]
+        return [TutorTurn(error=r.error) if r.error is not None
+                else _finish(r.generations[0].text, r.generations[0].stop_string) for r in out]
+
+
+class ModelTutor(LMTutor):
     def __init__(self, tid: str, config: TutorConfig, load: LoadOptions):
         self.id, self.config = tid, config
         self.options = dataclasses.replace(load, backend=config.backend or load.backend)
@@ -74,15 +113,23 @@ class ModelTutor(Tutor):
     def describe(self) -> dict[str, Any]:
         return {"id": self.id, "kind": "model", "base_model": self.config.model, "adapter": self.config.adapter}
 
-    def respond(self, requests: Sequence[TutorRequest], sampling: Sampling) -> list[TutorTurn]:
+    def model(self) -> LanguageModel:
         if self.lm is None:
             self.lm = load_lm(self.config.ref(), self.options)
-        prompts = [tutor_messages(r.dialogue, upto=len(r.dialogue.turns)) for r in requests]
+        return self.lm
+
+    def prompt(self, request: TutorRequest) -> list[dict[str, str]]:
+        return tutor_messages(request.dialogue, upto=len(request.dialogue.turns))
+
+    def sampling_for(self, sampling: Sampling) -> Sampling:
+        return dataclasses.replace(sampling, stop=(END_OF_DIALOGUE,))
+
+    def generate(self, prompts: list[list[dict[str, str]]], sampling: Sampling) -> list[GenerationResult] | TutorFailure:
+        lm = self.model()
         try:
-            out = self.lm.generate(prompts, dataclasses.replace(sampling, stop=(END_OF_DIALOGUE,)))
+            return lm.generate(prompts, sampling)
         except Exception as exc:  # a broken model fails this batch's dialogues, with the cause
-            return [TutorTurn(error=f"{type(exc).__name__}: {str(exc)[:200]}") for _ in requests]
-        return [_finish(r.generations[0].text, r.generations[0].stop_string) for r in out]
+            return TutorFailure(f"{type(exc).__name__}: {str(exc)[:200]}")
 
 
 class MirrorTutor(Tutor):
@@ -133,7 +180,10 @@ def endpoint_messages(request: TutorRequest, mirror: bool) -> list[dict[str, str
     return [{"role": "system", "content": TUTOR_SYSTEM}, {"role": "user", "content": user}]
 
 
-class EndpointTutor(Tutor):
+class EndpointTutor(LMTutor):
+    """Any OpenAI-compatible chat model (an :class:`~simhub.models.endpoint_lm.EndpointLM`), instructed
+    to tutor (:func:`endpoint_messages`); the profile's ``max_tokens`` replaces the sampling's."""
+
     def __init__(self, tid: str, config: TutorConfig, *, mirror: bool = False):
         from simhub.models.endpoints import key_names
 
@@ -141,29 +191,27 @@ class EndpointTutor(Tutor):
         self._field = f"tutors.{tid}.endpoint"
         if config.endpoint.base_url:  # a bad key setting is refused before any dialogue is rolled out
             key_names(config.endpoint.base_url, config.endpoint.api_key_env, kind="tutor", field=self._field)
-        self._client = None
+        self.lm: LanguageModel | None = None
 
     def describe(self) -> dict[str, Any]:
         return {"id": self.id, "kind": "openai", "base_model": self.config.model, "base_url": self.config.endpoint.base_url,
                 "mirror": self.mirror}
 
-    def respond(self, requests: Sequence[TutorRequest], sampling: Sampling) -> list[TutorTurn]:
-        from simhub.models.endpoints import chat_payload, client_for, send
+    def model(self) -> LanguageModel:
+        if self.lm is None:
+            from simhub.models.endpoints import endpoint_lm
 
-        if self._client is None:
-            self._client = client_for(self.config.endpoint, self.config.model, kind="tutor", field=self._field,
-                                      default_cache=cache_dir("tutor"))
-        if sampling.top_k:
-            raise ConfigError(f"sampling: tutor {self.id} is an OpenAI-compatible endpoint, which takes no top_k",
-                              field="sampling.top_k")
-        payloads = [chat_payload(self.config.model, endpoint_messages(r, self.mirror), temperature=sampling.temperature,
-                                 top_p=sampling.top_p if sampling.top_p != 1.0 else None,
-                                 max_tokens=self.config.max_tokens or sampling.max_tokens, seed=sampling.seed)
-                    for r in requests]
-        out = []
-        for answer in send(self._client, payloads, batch=False):
-            out.append(_finish(answer.text or "") if answer.ok else TutorTurn(error=answer.cause))
-        return out
+            self.lm = endpoint_lm(self.config.endpoint, self.config.model, kind="tutor", field=self._field,
+                                  default_cache=cache_dir("tutor"), max_tokens=self.config.max_tokens, batch=False,
+                                  name=f"tutor {self.id}")
+        return self.lm
+
+    def prompt(self, request: TutorRequest) -> list[dict[str, str]]:
+        return endpoint_messages(request, self.mirror)
+
+    def sampling_for(self, sampling: Sampling) -> Sampling:
+        # One turn per request, as text: the body asks for nothing else (no n, stop or log-probabilities).
+        return dataclasses.replace(sampling, n=1, stop=(), logprobs=None)
 
 
 def tutor_names(profile: Profile) -> list[str]:

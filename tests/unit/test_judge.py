@@ -136,3 +136,40 @@ def test_judge_endpoint_override_from_the_environment(monkeypatch):
 
 def test_local_judge_options_cover_every_verdict():
     assert {parse_verdict(o, "incorrect").label for o in JUDGE_OPTIONS} == {"correct", "incorrect", "na"}
+
+
+@pytest.mark.parametrize("model", ["gpt-5-mini", "gpt-4.1"])
+def test_the_dialogue_level_labels_ask_the_judge_endpoint_with_their_own_unchanged_bodies(model, fake_openai, tmp_path,
+                                                                                          monkeypatch):
+    """One judge endpoint for the metric and the dialogue-level labeller: the same shared client, but
+    the labeller's requests stay what they were (live, never the Batch API; no temperature; no
+    default reasoning effort; 4,000 tokens) and a failed request is an unlabelled turn."""
+    from simhub.config import load_profile
+    from simhub.evaluation.dialogue_eval import Labeller
+    from simhub.metrics.judge import judge_endpoint
+    from simhub.prompts import correctness_messages
+
+    monkeypatch.setenv("SIMHUB_JUDGE_API_KEY", "sk-judge-456")
+    fake_openai.responder = lambda body: "Correct, they flipped and multiplied"
+    path = tmp_path / "j.yaml"
+    path.write_text(f"name: j\nscoring:\n  metrics:\n    judge: {{kind: openai, model: {model}, endpoint: "
+                    f"{{base_url: '{fake_openai.base_url}', cache: false, batch_api: true, max_retries: 0, "
+                    "api_key_env: SIMHUB_JUDGE_API_KEY}}\n")
+    profile = load_profile(path)
+    config = profile.scoring.metrics.judge
+    labeller = Labeller(profile, None)
+    items = [(DIALOGUE, i) for i in DIALOGUE.student_turn_indices()[:2]]
+    fake_openai.fail_next(1, 503)
+    labels = labeller.correctness_labels(items)
+    assert sorted(labels, key=str) == [None, "correct"]
+    assert fake_openai.requests_to("POST", "/v1/batches") == []
+    bodies = sorted((r.body for r in fake_openai.chat_requests()), key=json.dumps)
+    expected = sorted(({"model": model, "max_completion_tokens": 4000,
+                        "messages": correctness_messages(d.turns[:i], d.turns[i].content, d)} for d, i in items),
+                      key=json.dumps)
+    # The failed request and the answered one: each prompt sent once, with the labeller's exact body.
+    assert bodies == expected
+    assert {r.authorization for r in fake_openai.chat_requests()} == {"Bearer sk-judge-456"}
+    judge = Judge(config, MetricContext())
+    assert judge.endpoint().client is judge_endpoint(config, reasoning_effort=None).client
+    assert judge.endpoint().batch and not judge_endpoint(config, reasoning_effort=None, batch=False).batch
