@@ -82,38 +82,20 @@ def judge_sample_weights(items: list[dict], real_weight: float) -> list[float]:
     return [real_weight if item.get("source") == "real" else 1.0 for item in items]
 
 
-def _weighted_trainer(real_weight: float, seed: int, group_by_length: bool = False):
+def _weighted_trainer(real_weight: float, seed: int):
     """transformers' Trainer drawing each epoch's examples with replacement, weighted by
-    :func:`judge_sample_weights`, from one seeded generator (the same recipe draws the same
-    batches). With ``group_by_length`` each epoch's draws are then ordered as transformers'
-    LengthGroupedSampler orders an epoch (batches of similar lengths, in random order), so a batch
-    pads little."""
+    :func:`judge_sample_weights` (seeded: the same recipe draws the same batches)."""
     import torch
-    from transformers.trainer_pt_utils import get_length_grouped_indices
 
     from simhub.training.common import label_logits_trainer
 
-    class GroupedWeightedSampler(torch.utils.data.WeightedRandomSampler):
-        def __init__(self, weights, lengths: list[int], batch_size: int, generator):
-            super().__init__(weights, num_samples=len(weights), replacement=True, generator=generator)
-            self.lengths, self.batch_size = lengths, batch_size
-
-        def __iter__(self):
-            drawn = list(super().__iter__())
-            order = get_length_grouped_indices([self.lengths[i] for i in drawn], self.batch_size,
-                                               generator=self.generator)
-            return iter([drawn[k] for k in order])
-
     class WeightedJudgeTrainer(label_logits_trainer()):
         def _get_train_sampler(self, train_dataset=None):
-            dataset = list(train_dataset if train_dataset is not None else self.train_dataset)
-            weights = judge_sample_weights(dataset, real_weight)
+            dataset = train_dataset if train_dataset is not None else self.train_dataset
+            weights = judge_sample_weights(list(dataset), real_weight)
             generator = torch.Generator().manual_seed(seed)
-            if not group_by_length:
-                return torch.utils.data.WeightedRandomSampler(weights, num_samples=len(weights), replacement=True,
-                                                              generator=generator)
-            batch = self.args.per_device_train_batch_size * self.args.gradient_accumulation_steps
-            return GroupedWeightedSampler(weights, [len(item["input_ids"]) for item in dataset], batch, generator)
+            return torch.utils.data.WeightedRandomSampler(weights, num_samples=len(weights), replacement=True,
+                                                          generator=generator)
 
     return WeightedJudgeTrainer
 
@@ -128,7 +110,6 @@ def train_classifier(recipe: TrainRecipe, output_dir: str | os.PathLike[str], re
         build=lambda tok, ds: build_chat_examples(tok, recipe.kind, ds, recipe.max_prompt_chars, recipe.persona,
                                                  judge_candidates=recipe.judge_candidates,
                                                  judge_tutor_candidates=recipe.judge_tutor_candidates, seed=recipe.seed),
-        trainer_cls=_weighted_trainer(recipe.judge_real_weight, recipe.seed, recipe.group_by_length)
-        if weighted else None,
+        trainer_cls=_weighted_trainer(recipe.judge_real_weight, recipe.seed) if weighted else None,
         evaluate=lambda trainer, items, tok: evaluate_classifier(trainer, items, tok, labels),
     )

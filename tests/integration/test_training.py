@@ -414,20 +414,6 @@ def test_judge_examples_carry_their_source_and_real_turns_weigh_more(sample_corp
     assert share == pytest.approx(2 * real / (2 * real + other), abs=0.02)
     assert list(sampler(3)) == list(sampler(3)) != list(sampler(4))
 
-    # Grouped by length: each epoch draws the same examples as without grouping, in batches of
-    # similar lengths (transformers' LengthGroupedSampler order), so a batch of 4 pads less.
-    grouped_trainer = SimpleNamespace(train_dataset=items, args=SimpleNamespace(per_device_train_batch_size=4,
-                                                                               gradient_accumulation_steps=1))
-    grouped = list(_weighted_trainer(2.0, 3, group_by_length=True)._get_train_sampler(grouped_trainer))
-    plain = list(sampler(3))
-    assert sorted(grouped) == sorted(plain) and grouped != plain
-
-    def padding(order):
-        lengths = [len(items[i]["input_ids"]) for i in order]
-        return sum(max(b) * len(b) - sum(b) for b in (lengths[k:k + 4] for k in range(0, len(lengths), 4)))
-
-    assert padding(grouped) < padding(plain)
-
 
 def test_tiny_judge_trains_on_verdicts_from_corpus_labels(tmp_path, simhub_home):
     """kind: judge trains the local judge on judge_cases; evaluation tells correct / incorrect / na
