@@ -86,9 +86,10 @@ def _weighted_trainer(real_weight: float, seed: int):
     """transformers' Trainer drawing each epoch's examples with replacement, weighted by
     :func:`judge_sample_weights` (seeded: the same recipe draws the same batches)."""
     import torch
-    from transformers import Trainer
 
-    class WeightedJudgeTrainer(Trainer):
+    from simhub.training.common import label_logits_trainer
+
+    class WeightedJudgeTrainer(label_logits_trainer()):
         def _get_train_sampler(self, train_dataset=None):
             dataset = train_dataset if train_dataset is not None else self.train_dataset
             weights = judge_sample_weights(list(dataset), real_weight)

@@ -68,6 +68,62 @@ def thread_policy_callback():
     return ThreadPolicy()
 
 
+#: Model types whose causal-LM head is a plain linear layer over the decoder's last hidden state (no
+#: logit scaling or soft-capping), so the loss can be taken from the labelled positions alone.
+_PLAIN_HEAD_MODELS = frozenset({"llama"})
+
+
+def label_logits_loss(model, inputs: dict, num_items_in_batch=None):
+    """The causal-LM loss of ``model`` on ``inputs``, with the output layer applied only where a label
+    is (the positions before each token whose label is not -100), or None where that shortcut does
+    not apply (a model type outside _PLAIN_HEAD_MODELS, no labels).
+
+    It is the loss transformers computes (cross-entropy in float32 over the shifted labels: the mean,
+    or the sum over ``num_items_in_batch``), and its gradients, without the logits of the
+    unlabelled positions: the prompt of a classifier example or of a student turn is most of its
+    tokens, and on a small vocabulary-sized head the full logits were about a third of a training
+    step. The equality is tested (tests/unit/test_label_logits.py).
+    """
+    import torch
+
+    labels = inputs.get("labels")
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if labels is None or getattr(base.config, "model_type", None) not in _PLAIN_HEAD_MODELS:
+        return None
+    rest = {k: v for k, v in inputs.items() if k != "labels"}
+    hidden = base.get_decoder()(**rest).last_hidden_state
+    target = labels[:, 1:]
+    keep = target != -100
+    logits = base.get_output_embeddings()(hidden[:, :-1][keep]).float()
+    if num_items_in_batch is None:
+        return torch.nn.functional.cross_entropy(logits, target[keep])
+    total = torch.nn.functional.cross_entropy(logits, target[keep], reduction="sum")
+    if torch.is_tensor(num_items_in_batch):
+        num_items_in_batch = num_items_in_batch.to(total.device)
+    return total / num_items_in_batch
+
+
+def label_logits_trainer(base: Any = None):
+    """``base`` (transformers' Trainer by default) computing its training loss with
+    :func:`label_logits_loss`; evaluation, a wrapped (distributed) model, label smoothing or a custom
+    loss function take the Trainer's own path."""
+    if base is None:
+        from transformers import Trainer as base
+
+    class LabelLogitsTrainer(base):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            plain = (not return_outputs and model is self.model and self.accelerator.num_processes == 1
+                     and self.label_smoother is None and self.compute_loss_func is None)
+            loss = label_logits_loss(model, inputs, num_items_in_batch if self.model_accepts_loss_kwargs else None) \
+                if plain else None
+            if loss is None:
+                return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                            num_items_in_batch=num_items_in_batch)
+            return loss
+
+    return LabelLogitsTrainer
+
+
 def _log(message: str) -> None:
     if not VERBOSE.get():
         logger.debug(message)
@@ -283,7 +339,7 @@ def run_supervised(recipe: TrainRecipe, output_dir: str | os.PathLike[str], resu
         prediction_loss_only=True,
         train_sampling_strategy="group_by_length" if recipe.group_by_length else "random",
     )
-    trainer = (trainer_cls or Trainer)(
+    trainer = (trainer_cls or label_logits_trainer(Trainer))(
         model=model, args=args, train_dataset=train_ex.items, eval_dataset=eval_ex.items if has_eval else None,
         data_collator=(collator or (lambda tok: PadCollator(tok.pad_token_id)))(tokenizer), processing_class=tokenizer)
     if not VERBOSE.get():  # the callbacks only print (bars, loss dicts); the logged history is kept

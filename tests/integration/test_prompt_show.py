@@ -39,7 +39,7 @@ def test_baseline_and_metric_prompts(data, capsys, tiny_profile):
     oracle = _show(capsys, "--simulator", "baseline:oracle", "--data", str(path), "--dialogue", d.id, "--turn", str(turn))
     assert d.profile in oracle and f"Turn {turn} (Tutor): " in oracle
     acts = _show(capsys, "--model", "acts", "--data", str(path), "--dialogue", d.id, "--turn", str(turn), "--candidate", "42")
-    assert "Student turn: 42" in acts and "<|start_header_id|>" in acts
+    assert f"Turn {turn + 1} (Student): 42" in acts and "<|start_header_id|>" in acts
     kt = _show(capsys, "--model", "kt", "--data", str(path), "--dialogue", d.id, "--turn", str(turn))
     assert "- Default" in kt and kt.count("Does the student have") == len(d.all_kcs)
     judge = _show(capsys, "--model", "judge", "--data", str(path), "--dialogue", d.id, "--turn", str(turn))

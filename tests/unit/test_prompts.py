@@ -122,3 +122,15 @@ def test_rule_kt_training_context_equals_evaluation_context():
     evaluation = build_kt_prompt(tok, DIALOGUE, history, DIALOGUE.all_kcs)
     assert train["input_ids"][: train["context_len"]] == evaluation.input_ids[: evaluation.context_len]
     assert len(train["segments"]) == 1 and len(evaluation.segments) == 3
+
+
+def test_rule_classifiers_read_the_answer_key_and_the_candidate_as_the_last_numbered_turn():
+    """FIDELITY.md: the act and correctness classifiers see the question with its answer key and the
+    dialogue as numbered turns ending with the student turn to label (a candidate takes its place)."""
+    from simhub.prompts import act_messages, correctness_messages
+
+    for build in (act_messages, correctness_messages):
+        user = build(DIALOGUE.turns[:3], "It is 15", DIALOGUE)[1]["content"]
+        assert "Correct option: B" in user and "20 / 4 * 3 = 15" in user and "divided only" in user
+        assert user.endswith("Turn 3 (Tutor): What is 20 divided by 4?\nTurn 4 (Student): It is 15")
+        assert "Turn 1 (Tutor): What is 3/4 of 20?" in user
