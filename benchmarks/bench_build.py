@@ -12,6 +12,10 @@ every step (a step waiting for a model a worker builds ends when that model is t
 - ``defaults`` (before): a torch thread per core with OpenMP's spinning waits, one build after
   another.
 
+- ``full-logits`` (before the label-only loss): the policy above, but training takes
+  transformers' own loss, with the output layer over every position
+  (``simhub.training.common.label_logits_loss`` off);
+
 and two machine states: ``quiet``, and ``loaded`` (another process spins on one core the whole
 time). The build with the old defaults next to the other process takes about an hour, so the rows
 with ``defaults`` (and a ``policy`` pair of the same size) train the two long models for
@@ -21,7 +25,7 @@ Writes a JSON report; the README quotes it.
 
 Usage::
 
-    python benchmarks/bench_build.py [--short-steps 100] [--output benchmarks/results/build.json]
+    python benchmarks/bench_build.py [--short-steps 100] [--skip-short] [--output benchmarks/results/build.json]
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ LONG = ("acts", "judge")
 
 def worker(mode: str, short_steps: int | None) -> None:
     """Build everything in this process and print one JSON line of step times."""
-    if mode == "policy":
+    if mode in ("policy", "full-logits"):
         from simhub.models.cpu import prefer_sleeping_threads
 
         prefer_sleeping_threads()
@@ -53,8 +57,12 @@ def worker(mode: str, short_steps: int | None) -> None:
 
     from simhub import provision
 
-    if mode != "policy":
+    if mode == "defaults":
         provision.DEMO_BUILD_THREADS = len(os.sched_getaffinity(0))
+    if mode == "full-logits":
+        import simhub.training.common as common
+
+        common.label_logits_loss = lambda *args, **kwargs: None  # every step takes the Trainer's own loss
     from simhub.training import load_recipe
 
     if short_steps:  # the demo build reads recipes through simhub.training.load_recipe at call time
@@ -108,12 +116,13 @@ def run_condition(mode: str, loaded: bool, short_steps: int | None, keep: str | 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", choices=("policy", "defaults"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=("policy", "defaults", "full-logits"), help=argparse.SUPPRESS)
     parser.add_argument("--worker-short", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--short-steps", type=int, default=100,
                         help="training steps of the acts and judge builds in the rows with torch's defaults")
     parser.add_argument("--output", default="benchmarks/results/build.json")
     parser.add_argument("--skip-full", action="store_true", help="only the short rows")
+    parser.add_argument("--skip-short", action="store_true", help="only the full-length rows")
     parser.add_argument("--no-loaded-defaults", action="store_true",
                         help="leave out the slowest row (torch's defaults next to the other process)")
     parser.add_argument("--keep", metavar="DIR", help="build the quiet row into DIR (an empty SIMHUB_HOME) and keep it")
@@ -126,9 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_full:
         rows["quiet"] = run_condition("policy", False, None, keep=args.keep)
         rows["loaded"] = run_condition("policy", True, None)
+        rows["quiet-full-logits"] = run_condition("full-logits", False, None)
     short = args.short_steps
     for mode, loaded in (("policy", False), ("policy", True), ("defaults", False), ("defaults", True)):
-        if loaded and mode == "defaults" and args.no_loaded_defaults:
+        if args.skip_short or (loaded and mode == "defaults" and args.no_loaded_defaults):
             continue
         name = f"{'loaded' if loaded else 'quiet'}{'-defaults' if mode == 'defaults' else ''}-short{short}"
         rows[name] = run_condition(mode, loaded, short)
@@ -143,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows_s": rows,
         "ratios": {
             "loaded_over_quiet (policy, full build)": ratio("loaded", "quiet"),
+            "quiet over quiet with full logits (full build)": ratio("quiet", "quiet-full-logits"),
             f"loaded_over_quiet (policy, short{short})": ratio(f"loaded-short{short}", f"quiet-short{short}"),
             f"loaded_over_quiet (torch defaults, short{short})": ratio(f"loaded-defaults-short{short}",
                                                                       f"quiet-defaults-short{short}"),
