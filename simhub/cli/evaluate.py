@@ -137,13 +137,15 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from simhub.evaluation.report import load_run, table1_data, write_report
+    from simhub.tutoring.report import bench_section, is_tutor_bench, load_bench
 
     check_output(args.output, folder=False, make_folders=False)
-    runs = [load_run(d) for d in args.runs]
-    path = write_report(runs, args.output, title=args.title)
+    benches = [load_bench(d) for d in args.runs if is_tutor_bench(d)]
+    runs = [load_run(d) for d in args.runs if not is_tutor_bench(d)]
+    path = write_report(runs, args.output, title=args.title, sections=[bench_section(benches)] if benches else [])
     if args.json:
         print(json.dumps(table1_data(runs), indent=2))
-    print(f"report of {len(runs)} run(s) -> {path}", file=sys.stderr if args.json else sys.stdout)
+    print(f"report of {len(args.runs)} run(s) -> {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

@@ -8,10 +8,7 @@ whatever the number of turns. Every label that comes from a run is escaped for m
 
 from __future__ import annotations
 
-import html
-import io
 import math
-import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +19,11 @@ from typing import TYPE_CHECKING, Any
 from simhub.evaluation.leaderboard import RankedRun, display_names, metric_order
 from simhub.evaluation.rundir import Run, ScoredTurn
 from simhub.metrics import label as metric_label
+from simhub.plotting import RC as _RC
+from simhub.plotting import RUN_COLOURS as _RUN_COLOURS
+from simhub.plotting import legend_above as _legend_above
+from simhub.plotting import new_figure as _new_figure
+from simhub.plotting import svg_markup
 from simhub.schema import ACTS, CORRECTNESS_LABELS
 
 if TYPE_CHECKING:
@@ -34,9 +36,6 @@ LATE_POSITION = 10
 #: Labels outside the five acts (or the three correctness labels) are counted under this name.
 OTHER = "Other"
 
-#: Okabe–Ito colours (colour-blind safe) for runs, without the yellow that vanishes on white; more
-#: runs than colours cycle through matplotlib's tab10.
-_RUN_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#882255")
 #: One marker per run as well as one colour, so runs whose lines coincide (the same means at every
 #: position) stay apart; see also :func:`_offset`.
 _RUN_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
@@ -47,17 +46,6 @@ _REFERENCE_COLOUR = "#C8C8C8"
 _OTHER_REAL_COLOURS = ("#999999", "#222222", "#777777")
 _LABEL_COLOURS = {"correct": "#009E73", "incorrect": "#D55E00", "na": "#BBBBBB", OTHER: "#888888"}
 
-_RC = {
-    "svg.fonttype": "none",
-    "font.family": "sans-serif",
-    "font.sans-serif": ["DejaVu Sans", "Arial", "Helvetica"],
-    "font.size": 9,
-    "axes.titlesize": 10,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "legend.frameon": False,
-    "figure.dpi": 72,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,19 +106,6 @@ def _shares(labels: Iterable[str | None], categories: Sequence[str]) -> tuple[li
     counts = Counter(label if label in categories else OTHER for label in labels if label is not None)
     total = sum(counts.values())
     return [counts[c] / total if total else 0.0 for c in categories], total
-
-
-def _new_figure(width: float, height: float) -> Figure:
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), layout="constrained")
-
-
-def _legend_above(fig: Figure, ax, ncols: int = 3, **kwargs: Any) -> None:
-    """The legend of ``ax`` above the plot area, outside it, so no bar or line runs through it."""
-    handles, labels = ax.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside upper center", ncols=max(1, min(ncols, len(labels))), fontsize=8,
-               **kwargs)
 
 
 def _offset(index: int, count: int, span: float = 0.3) -> float:
@@ -466,27 +441,6 @@ DIALOGUE_FIGURES: tuple[FigureSpec, ...] = (
         _draw_mastery,
     ),
 )
-
-
-_SVG_STYLE = re.compile(r"<defs>\s*<style[^>]*>.*?</style>\s*</defs>", re.S)
-
-
-def svg_markup(fig: Figure, salt: str, label: str) -> str:
-    """Inline SVG for ``fig``: no XML prolog, no unreferenced ids (they would clash between figures
-    of one page), no indentation, and an accessible name."""
-    import matplotlib as mpl
-
-    buffer = io.StringIO()
-    with mpl.rc_context({**_RC, "svg.hashsalt": salt}):
-        fig.savefig(buffer, format="svg", metadata={"Creator": None, "Date": None, "Format": None, "Type": None})
-    svg = buffer.getvalue()
-    svg = svg[svg.index("<svg"):]
-    svg = _SVG_STYLE.sub("", svg, count=1)
-    referenced = set(re.findall(r'(?:href="#|url\(#)([^")]+)', svg))
-    svg = re.sub(r' id="([^"]*)"', lambda m: m.group(0) if m.group(1) in referenced else "", svg)
-    svg = re.sub(r"\s*\n\s*", " ", svg)
-    svg = re.sub(r">\s+<", "><", svg)
-    return svg.replace("<svg ", f'<svg role="img" aria-label="{html.escape(label, quote=True)}" ', 1).strip()
 
 
 def draw_svg(spec: FigureSpec, ctx: ReportContext) -> str | None:

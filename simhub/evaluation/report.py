@@ -142,6 +142,7 @@ a { color: var(--accent); }
 a:focus-visible { outline: 2px solid var(--accent); outline-offset: 2px; }
 nav ol { display: flex; flex-wrap: wrap; gap: .3rem 1.2rem; padding: 0; margin: .8rem 0 0; list-style: none; }
 .table-wrap { overflow-x: auto; }
+.table-wrap + .table-wrap { margin-top: 1.4rem; }
 table { border-collapse: collapse; font-size: .86rem; font-variant-numeric: tabular-nums; }
 caption { caption-side: top; text-align: left; color: var(--muted); padding: 0 0 .5rem; max-width: 110ch; }
 th, td { padding: .35rem .45rem; border-bottom: 1px solid var(--line); text-align: right; vertical-align: top; }
@@ -462,11 +463,37 @@ def _render_figure(spec: FigureSpec, ctx: ReportContext) -> str:
             f"<figcaption><strong>{_e(spec.title)}.</strong> {_e(spec.caption)}</figcaption></figure>")
 
 
-def render_report(runs: Sequence[Run], *, title: str | None = None) -> str:
-    """The report page for already loaded runs, as a string (see :func:`write_report`)."""
+def _sections_page(sections: Sequence[tuple[str, str, str]], title: str | None) -> str:
+    version = _version()
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    title = title or ", ".join(head for _, head, _ in sections)
+    nav_html = "".join(f'<li><a href="#{_e(sid)}">{_e(head)}</a></li>' for sid, head, _ in sections)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<meta name="generator" content="simhub {_e(version)}"><title>{_e(title)}</title>'
+        f"<style>{_CSS}</style></head><body>"
+        f'<header><h1>{_e(title)}</h1><p class="muted">generated {generated} by simhub {_e(version)}</p>'
+        f'<nav aria-label="Contents"><ol>{nav_html}</ol></nav></header>'
+        f"<main>{''.join(body for _, _, body in sections)}</main>"
+        "<footer>This page is self-contained: it loads nothing from the network.</footer></body></html>\n"
+    )
+
+
+def render_report(runs: Sequence[Run], *, title: str | None = None,
+                  sections: Sequence[tuple[str, str, str]] = ()) -> str:
+    """The report page for already loaded runs, as a string (see :func:`write_report`).
+
+    ``sections`` are more sections, each ``(id, heading, html)`` with ``html`` a whole ``<section
+    id=...>`` (the tutor-bench section, :func:`simhub.tutoring.report.bench_section`), put after the
+    realism sections and linked from the contents; with no run they are the whole page.
+    """
     require("matplotlib", "report")
+    if not runs and sections:
+        return _sections_page(sections, title)
     if not runs:
         raise ConfigError("a report needs at least one run directory", field="run_dirs")
+    more = tuple(sections)
     ranked = rank_runs(runs)
     ctx = report_context(ranked)
     names = ctx.names
@@ -487,6 +514,9 @@ def render_report(runs: Sequence[Run], *, title: str | None = None) -> str:
     ]
     if dialogue:
         sections_html.append(dialogue)
+    for sid, head, body in more:
+        sections_html.append(body)
+        nav_extra.append((sid, head))
     sections_html.append('<section id="examples" aria-labelledby="examples-h"><h2 id="examples-h">Examples</h2>'
                          "<p>The same real turns for every run, with each simulator's turn in their place "
                          f"(real act · correctness label; predicted act · judge verdict).</p>{_examples(ctx)}"
@@ -512,9 +542,10 @@ def render_report(runs: Sequence[Run], *, title: str | None = None) -> str:
 
 
 def write_report(run_dirs: Sequence[str | PathLike[str] | Run], output: str | PathLike[str], *,
-                 title: str | None = None) -> Path:
-    """Write the HTML report over ``run_dirs`` (folders, or runs already read by :func:`load_run`) to
-    ``output`` atomically; returns the file written.
+                 title: str | None = None, sections: Sequence[tuple[str, str, str]] = ()) -> Path:
+    """Write the HTML report over ``run_dirs`` (folders, or runs already read by :func:`load_run`) and
+    any more ``sections`` (see :func:`render_report`) to ``output`` atomically; returns the file
+    written.
 
     ``output`` may be an existing directory, in which case the page is ``report.html`` inside it.
     Raises :class:`~simhub.errors.DataError` for a broken run directory and
@@ -522,10 +553,10 @@ def write_report(run_dirs: Sequence[str | PathLike[str] | Run], output: str | Pa
     before anything is written.
     """
     require("matplotlib", "report")
-    if not run_dirs:
+    if not run_dirs and not sections:
         raise ConfigError("a report needs at least one run directory", field="run_dirs")
     runs = [d if isinstance(d, Run) else load_run(d) for d in run_dirs]
-    page = render_report(runs, title=title)
+    page = render_report(runs, title=title, sections=sections)
     target = Path(output)
     if target.is_dir():
         target = target / "report.html"
