@@ -1,4 +1,4 @@
-"""``simhub learners ...``: knowledge-state learners (replaying knowsim runs, checking IU graphs)."""
+"""``simhub learners ...``: knowledge-state learners (replaying knowsim runs, building and checking IU graphs)."""
 
 from __future__ import annotations
 
@@ -50,8 +50,51 @@ def _check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _graphs(args: argparse.Namespace) -> int:
+    import sys
+
+    from simhub.cli.common import check_output, profile_for
+    from simhub.config import load_profile
+    from simhub.errors import DataError
+    from simhub.learners.graphgen import build_graphs, existing_graphs, read_items, save_graphs
+    from simhub.simulation import load_options
+    from simhub.tutoring.components import chat_model, model_names
+
+    check_output(args.output, folder=False)
+    items = read_items(args.items)
+    if args.n is not None:
+        if args.n < 1:
+            raise DataError(f"--n: {args.n} must be at least 1", field="n")
+        items = items[:args.n]
+    if args.retries < 0:
+        raise DataError(f"--retries: {args.retries} must be at least 0", field="retries")
+    raw = load_profile(args.profile)
+    chat_model(args.model, raw, field="model")  # an unknown name is refused before anything is built
+    sims = [args.model] if args.model in raw.simulators else []
+    tutors = [args.model] if not sims and args.model in model_names(raw) else []
+    profile = profile_for(args, metrics=[], simulators=sims, tutors=tutors, loaded=raw)  # a local model built once
+    chat = chat_model(args.model, profile, load_options(profile), field="model")
+    existing = existing_graphs(args.output)
+    done = [0]
+
+    def progress(item, cause) -> None:
+        done[0] += 1
+        what = f"failed: {cause}" if cause else "ok"
+        print(f"[{done[0]}/{len(items)}] {item.id}: {what}", file=sys.stderr, flush=True)
+
+    run = build_graphs(items, chat, retries=args.retries, existing=existing, on_item=progress)
+    save_graphs(args.output, run)
+    made = len(items) - run.skipped - len(run.failures)
+    warned = sum(1 for c in run.checked.values() if c.warnings)
+    print(f"{made} graph(s) built, {run.skipped} already in {args.output}, {len(run.failures)} failed "
+          f"({run.attempts} request(s)); {warned} with warnings (simhub learners check {args.output})")
+    for item, cause in run.failures.items():
+        print(f"  failed {item}: {cause}")
+    return 1 if run.failures and not made and not run.skipped else 0
+
+
 def register(sub) -> None:
-    learners = sub.add_parser("learners", help="knowledge-state learners: replay knowsim runs, check IU graphs")
+    learners = sub.add_parser("learners", help="knowledge-state learners: replay knowsim runs, build and check IU graphs")
     lsub = learners.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND", parser_class=type(learners))
 
     p = lsub.add_parser("replay", help="recompute a knowsim run log's states, loads and metrics under a preset")
@@ -63,6 +106,20 @@ def register(sub) -> None:
                    help="override a preset field, e.g. softening=1.0 or mention_weights.unaware=2 (repeatable)")
     p.add_argument("--json", action="store_true", help="print JSON (a list when the log holds a list)")
     p.set_defaults(handler=_replay)
+
+    p = lsub.add_parser("graphs", help="build IU graphs for items through a chat model of the profile (JSON mode)",
+                        description="Ask a model of the profile (an OpenAI-compatible endpoint or a local model) for "
+                                    "each item's IU graph, check it, retry an unusable answer with another seed, and "
+                                    "write the graphs in simhub's format. A failed item is named, never fatal; graphs "
+                                    "already in --output are kept (docs/learners.md).")
+    p.add_argument("--items", required=True, help="sample (the sample corpus's questions), a dialogue file (a "
+                   "QATD-2k split), or a JSONL of items with id, problem and solution (knowsim's paper_subset)")
+    p.add_argument("--model", required=True, help="a simulators: or tutors: entry of the profile")
+    p.add_argument("--output", required=True, help="the graph file to write (JSON); an existing one is extended")
+    p.add_argument("--profile", default="demo", help="profile name or YAML path (default: demo)")
+    p.add_argument("--n", type=int, help="only the first N items")
+    p.add_argument("--retries", type=int, default=2, help="more attempts for an unusable answer (default 2)")
+    p.set_defaults(handler=_graphs)
 
     p = lsub.add_parser("check", help="validate an IU graph file: errors exit 2, warnings are listed")
     p.add_argument("file", help="a simhub graph file (JSON or YAML), a knowsim IU cache, or one graph")

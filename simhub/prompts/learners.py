@@ -121,3 +121,33 @@ def baseline_learner_messages(question: str, history: Sequence[tuple[str, str]],
     user += f"The conversation so far:\n{_transcript(history)}\n\n"
     user += ("Write your first message to the tutor." if turn <= 1 else "Write your next message to the tutor.")
     return [{"role": "system", "content": "\n".join(lines)}, {"role": "user", "content": user}]
+
+
+GRAPH_PROMPT_VERSION = "iu-graph-v1"
+
+GRAPH_SYSTEM = (
+    "You break a problem's worked solution into Information Units (IUs) for a model of what a learner "
+    "knows. An IU is one self-contained idea a learner needs for this solution. Answer with one JSON "
+    "object and nothing else."
+)
+
+
+def graph_messages(question: str, reference: str | None, *, min_size: int = 10, max_size: int = 30,
+                   max_step: float = 0.35) -> list[dict[str, str]]:
+    """The chat prompt that asks a model for the IU graph of ``question`` (with its reference solution
+    or answer, when there is one), as JSON: ``knowledge_areas``, ``nodes`` and ``edges``
+    (simhub.learners.graphgen)."""
+    solution = f"\n\nReference solution:\n{reference.strip()}" if reference and reference.strip() else ""
+    user = (
+        f"Problem:\n{question.strip()}{solution}\n\n"
+        f"Write between {min_size} and {max_size} IUs, from general principles down to the facts of this "
+        "problem, and the prerequisite links between them.\n"
+        "- Each node: \"id\" (IU1, IU2, ...), \"concept\" (a short name), \"abstraction_level\" (a number from "
+        "0, specific to this problem, to 1, a general principle) and \"description\" (two to four sentences).\n"
+        "- Each edge: \"from\" (the prerequisite's id), \"to\" (the id that needs it) and \"reason\" (one sentence). "
+        f"The links must not form a cycle, every IU but the most general ones needs an incoming link, and no "
+        f"link should jump more than {max_step} in abstraction level: add a bridging IU instead.\n"
+        "- \"knowledge_areas\": the few topics the IUs belong to.\n"
+        "Reply with {\"knowledge_areas\": [...], \"nodes\": [...], \"edges\": [...]}."
+    )
+    return [{"role": "system", "content": GRAPH_SYSTEM}, {"role": "user", "content": user}]
