@@ -16,7 +16,7 @@ from simhub.prompts.common import (
     persona_block,
 )
 from simhub.prompts.judge import judge_messages, realness_messages
-from simhub.prompts.kt import KT_SYSTEM, kt_context, kt_context_body, kt_question
+from simhub.prompts.kt import KT_SYSTEM, kt_context, kt_context_body, kt_messages, kt_question
 from simhub.prompts.tutor import (
     INSTRUCTED_TUTOR_SYSTEM,
     MIRROR_SYSTEM,
@@ -44,6 +44,7 @@ __all__ = [
     "judge_messages",
     "kt_context",
     "kt_context_body",
+    "kt_messages",
     "kt_question",
     "mirror_tutor_messages",
     "persona_block",
