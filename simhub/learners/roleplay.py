@@ -237,14 +237,6 @@ def parse_learner_turn(text: str, mode: str = "") -> LearnerTurn:
 
 BASELINE_STYLES = ("zs", "zs-cot", "zs-cot-prof")
 
-#: Profiles a ZS-CoT-Prof learner draws from by its seed (simhub's own, deliberately plain).
-PROFILES = (
-    "a secondary-school student who likes concrete examples and gets impatient with long explanations",
-    "an adult returning to maths after many years, careful and a little anxious about mistakes",
-    "a quick student who often guesses before thinking the steps through",
-    "a quiet student who rarely asks questions and tends to agree with the tutor",
-)
-
 
 class StatelessLearner(Learner):
     """KnowSim's baselines: a prompted learner that never sees its state change.
@@ -271,7 +263,7 @@ class StatelessLearner(Learner):
                 "prompt": PROMPT_VERSION, "temperature": self.temperature}
 
     def speak(self, requests: Sequence[LearnerRequest]) -> list[LearnerTurn]:
-        from simhub.prompts.learners import END_PHRASE, baseline_learner_messages
+        from simhub.prompts.learners import END_PHRASE, LEARNER_PROFILES, baseline_learner_messages
 
         prompts = []
         for r in requests:
@@ -280,7 +272,7 @@ class StatelessLearner(Learner):
             g = r.graph
             prompts.append(baseline_learner_messages(
                 r.question, r.history, level=r.level, style=self.style, turn=r.turn,
-                profile=PROFILES[r.profile_seed % len(PROFILES)],
+                profile=LEARNER_PROFILES[r.profile_seed % len(LEARNER_PROFILES)],
                 known=[g.node(iu).concept for iu in g.order if s[iu] == KNOWS_WELL],
                 shaky=[g.node(iu).concept for iu in g.order if 0 < s[iu] < KNOWS_WELL],
                 unknown=[g.node(iu).concept for iu in g.order if s[iu] == 0]))

@@ -16,13 +16,21 @@ from simhub.prompts.common import (
     persona_block,
 )
 from simhub.prompts.judge import judge_messages, realness_messages
-from simhub.prompts.kt import KT_SYSTEM, kt_context, kt_context_body, kt_question
+from simhub.prompts.kt import KT_SYSTEM, kt_context, kt_context_body, kt_messages, kt_question
+from simhub.prompts.tutor import (
+    INSTRUCTED_TUTOR_SYSTEM,
+    MIRROR_SYSTEM,
+    instructed_tutor_messages,
+    mirror_tutor_messages,
+)
 
 __all__ = [
     "BASELINE_STYLES",
     "END_OF_DIALOGUE",
+    "INSTRUCTED_TUTOR_SYSTEM",
     "KT_SYSTEM",
     "MAX_PROMPT_CHARS",
+    "MIRROR_SYSTEM",
     "act_messages",
     "baseline_messages",
     "correctness_messages",
@@ -31,11 +39,14 @@ __all__ = [
     "format_history",
     "format_question",
     "format_turn",
+    "instructed_tutor_messages",
     "is_student_prompt",
     "judge_messages",
     "kt_context",
     "kt_context_body",
+    "kt_messages",
     "kt_question",
+    "mirror_tutor_messages",
     "persona_block",
     "realness_messages",
     "remove_end_marker",

@@ -30,6 +30,14 @@ def kt_context_body(dialogue: Dialogue, history: list[Turn], persona: str = "oce
     return "\n\n".join(parts)
 
 
+def kt_messages(dialogue: Dialogue, history: list[Turn], persona: str = "ocean") -> list[dict[str, str]]:
+    """The instruction and the context as chat messages (system, then user): the reference's layout.
+    simhub's model reads them as plain text (:func:`kt_context`); training measures a prompt's length
+    on this layout, as the reference does."""
+    return [{"role": "system", "content": KT_SYSTEM},
+            {"role": "user", "content": kt_context_body(dialogue, history, persona)}]
+
+
 def kt_context(dialogue: Dialogue, history: list[Turn], persona: str = "ocean") -> str:
     return f"{KT_SYSTEM}\n\n{kt_context_body(dialogue, history, persona)}\n\n"
 

@@ -94,6 +94,13 @@ LEVEL_DESCRIPTORS = {
     "advanced": "You know most of the ideas the problem needs; only one or two details may be missing.",
 }
 END_PHRASE = "terminate conversation"
+#: Profiles a ZS-CoT-Prof learner draws from by its seed (simhub's own, deliberately plain).
+LEARNER_PROFILES = (
+    "a secondary-school student who likes concrete examples and gets impatient with long explanations",
+    "an adult returning to maths after many years, careful and a little anxious about mistakes",
+    "a quick student who often guesses before thinking the steps through",
+    "a quiet student who rarely asks questions and tends to agree with the tutor",
+)
 
 
 def baseline_learner_messages(question: str, history: Sequence[tuple[str, str]], *, level: str, style: str,

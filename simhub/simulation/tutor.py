@@ -4,9 +4,9 @@ Both tutors that generate are :class:`LMTutor` over a :class:`~simhub.models.Lan
 
 * :class:`ModelTutor` — a local tutor model (the paper's tutor LoRA, the demo's ``tiny-tutor``),
   prompted in the tutor chat format it is trained on (the mirror image of the student's).
-* :class:`EndpointTutor` — any OpenAI-compatible chat model, instructed to tutor; in ``mirror`` mode
-  it is shown the real transcript and asked to reproduce the real tutor's next move, adapting only
-  when the student has deviated from the real student.
+* :class:`EndpointTutor` — any OpenAI-compatible chat model, instructed to tutor (the prompts are in
+  :mod:`simhub.prompts.tutor`); in ``mirror`` mode it is shown the real transcript and asked to
+  reproduce the real tutor's next move, adapting only when the student has deviated from the real student.
 * :class:`MirrorTutor` — a local model cannot take that instruction, so in ``mirror`` mode a local
   tutor says exactly what the real tutor said next.
 
@@ -24,7 +24,7 @@ from typing import Any
 from simhub.config import Profile, TutorConfig, cache_dir
 from simhub.errors import UnknownNameError
 from simhub.models import GenerationResult, LanguageModel, LoadOptions, Sampling, load_lm
-from simhub.prompts import END_OF_DIALOGUE, format_history, format_question, tutor_messages
+from simhub.prompts import END_OF_DIALOGUE, instructed_tutor_messages, mirror_tutor_messages, tutor_messages
 from simhub.schema import Dialogue
 from simhub.simulation.base import candidate_from_text, outputs_fingerprint
 
@@ -155,29 +155,12 @@ class MirrorTutor(Tutor):
         return out
 
 
-TUTOR_SYSTEM = (
-    "You are a math tutor in an online chat with a student working on a multiple-choice problem. Guide the "
-    f"student towards understanding without simply giving the answer. When the student has understood and the "
-    f"dialogue should end, end your message with {END_OF_DIALOGUE}."
-)
-MIRROR_SYSTEM = (
-    "You play the tutor of a real tutoring dialogue whose transcript you are given. The student in front of you "
-    "is a simulation of the real student. Reply with what the real tutor said at this point, word for word, as "
-    "long as the student has said what the real student said; when the student says something different, reply "
-    "as that tutor would to what this student actually said, in the same style. End your message with "
-    f"{END_OF_DIALOGUE} when the real dialogue ends here."
-)
-
-
 def endpoint_messages(request: TutorRequest, mirror: bool) -> list[dict[str, str]]:
-    d = request.dialogue
-    so_far = format_history(d.turns)
+    """The prompt of one request (:mod:`simhub.prompts.tutor`): the mirror prompt when ``mirror`` and
+    the real dialogue is known, else the instructed tutor's."""
     if mirror and request.real is not None:
-        user = (f"Problem:\n{format_question(request.real)}\n\nThe real dialogue:\n{format_history(request.real.turns)}\n\n"
-                f"The dialogue so far, with the simulated student:\n{so_far}\n\nThe tutor's next turn:")
-        return [{"role": "system", "content": MIRROR_SYSTEM}, {"role": "user", "content": user}]
-    user = f"Problem:\n{format_question(d)}\n\nThe dialogue so far:\n{so_far}\n\nYour next turn as the tutor:"
-    return [{"role": "system", "content": TUTOR_SYSTEM}, {"role": "user", "content": user}]
+        return mirror_tutor_messages(request.dialogue, request.real)
+    return instructed_tutor_messages(request.dialogue)
 
 
 class EndpointTutor(LMTutor):

@@ -347,10 +347,9 @@ def kt_prompt_chars(tokenizer, dialogue: Dialogue, history: list[Turn], kcs: Seq
     assistant header that precedes the answer). simhub's model reads the same texts as plain text
     (FIDELITY.md, KT prompt layout); the filter still counts the template, so that it leaves out the
     examples the reference leaves out."""
-    from simhub.prompts import KT_SYSTEM, kt_context_body, kt_question
+    from simhub.prompts import kt_messages, kt_question
 
-    head = _render(tokenizer, [{"role": "system", "content": KT_SYSTEM},
-                               {"role": "user", "content": kt_context_body(dialogue, history, persona)}])
+    head = _render(tokenizer, kt_messages(dialogue, history, persona))
     marker = "\x00"
     turn = _render(tokenizer, [{"role": "user", "content": marker}, {"role": "assistant", "content": "\n"}])
     tail = turn[turn.index(marker) + len(marker):]
