@@ -303,3 +303,22 @@ def test_ask_through_the_batch_api_sends_one_batch_and_stops_at_the_wait_limit(k
         answers = ask(lm, lm.requests(prompts(2), Sampling()))
     assert [(a.text, a.cause) for a in answers] == [(None, "batch in_progress")] * 2
 
+
+def test_the_learners_endpoint_chat_sends_the_bodies_it_always_sent(fake_openai, key):
+    from simhub.learners.chat import EndpointChat
+
+    settings = EndpointSettings(base_url=fake_openai.base_url, cache=False, max_retries=0, api_key_env=KEY_ENV)
+    chat = EndpointChat(settings, "learner-model")
+    assert isinstance(chat.endpoint(), EndpointLM) and not chat.endpoint().batch
+    fake_openai.fail_next(1, 401)
+    outcomes = chat.chat([HELLO], json_mode=True, temperature=0.7, max_tokens=50, seeds=[3])
+    assert not outcomes[0].ok and "HTTP 401" in outcomes[0].error and key not in outcomes[0].error
+    outcomes = chat.chat([HELLO, HELLO], json_mode=False, temperature=0.0, max_tokens=9, seeds=[None, 4])
+    assert [o.text for o in outcomes] == [default_answer({"messages": HELLO})] * 2 and all(o.ok for o in outcomes)
+    bodies = [r.body for r in fake_openai.chat_requests()]
+    assert bodies[0] == {"model": "learner-model", "messages": HELLO, "temperature": 0.7, "max_completion_tokens": 50,
+                         "seed": 3, "response_format": {"type": "json_object"}}
+    assert sorted(bodies[1:], key=lambda b: b.get("seed", -1)) == [
+        {"model": "learner-model", "messages": HELLO, "temperature": 0.0, "max_completion_tokens": 9},
+        {"model": "learner-model", "messages": HELLO, "temperature": 0.0, "max_completion_tokens": 9, "seed": 4}]
+    assert {r.authorization for r in fake_openai.chat_requests()} == {f"Bearer {key}"}
