@@ -45,8 +45,10 @@ from simhub.annotation.parsing import InvalidAnnotation, parse_answer
 from simhub.config import cache_dir as default_cache_dir
 from simhub.data.annotations import annotation_file_name, holds_label, parse_literal
 from simhub.errors import ConfigError, DataError
+from simhub.models.base import DEFAULT_MAX_TOKENS, Sampling
+from simhub.models.endpoint_lm import Answer, EndpointLM, ask, chat_request
 from simhub.models.endpoints import KIND_KEY_ENVS, key_names
-from simhub.models.openai import ChatResult, EndpointConfig, EndpointFailure, OpenAIClient, chat_payload
+from simhub.models.openai import EndpointConfig, OpenAIClient
 from simhub.prompts.annotation import annotation_messages, question_messages
 from simhub.schema import OPTIONS, Dialogue, Question, read_jsonl
 
@@ -173,10 +175,17 @@ class AnnotationSettings:
         if self.chunk_size is not None and self.chunk_size < 1:
             raise ConfigError("chunk_size: must be at least 1", field="chunk_size")
 
+    def sampling(self) -> Sampling:
+        """The decoding asked for (a temperature or token limit of None is left out of the request)."""
+        return Sampling(temperature=0.0 if self.temperature is None else self.temperature,
+                        max_tokens=DEFAULT_MAX_TOKENS if self.max_tokens is None else self.max_tokens)
+
     def payload(self, model: str, label: str, messages: list[dict]) -> dict[str, Any]:
+        """The request body for ``label``'s ``messages``, as :class:`~simhub.models.endpoint_lm.EndpointLM`
+        builds it (JSON mode only for the JSON labels)."""
         json_format = {"type": "json_object"} if self.json_mode and label in JSON_LABELS else None
-        return chat_payload(model, messages, temperature=self.temperature, max_tokens=self.max_tokens,
-                            response_format=json_format)
+        return chat_request(model, messages, self.sampling(), temperature=self.temperature is not None,
+                            token_limit=self.max_tokens is not None, response_format=json_format)
 
 
 @dataclass
@@ -269,15 +278,15 @@ class _Row:
     cells: dict[str, _Cell] = field(default_factory=dict)
 
 
-def _interpret(label: str, prompt: str, outcome: ChatResult | EndpointFailure, dialogue: Dialogue | None) -> _Cell:
-    if isinstance(outcome, EndpointFailure):
-        return _Cell(prompt, None, None, "failed", outcome.cause)
-    text = outcome.text
+def _interpret(label: str, prompt: str, answer: Answer, dialogue: Dialogue | None) -> _Cell:
+    if answer.text is None:
+        return _Cell(prompt, None, None, "failed", answer.cause)
+    text = answer.text or None  # an answer without content has no text to parse
     try:
         value = parse_answer(label, text, dialogue)
     except InvalidAnnotation as exc:
         message = str(exc)
-        if outcome.choices[0].finish_reason == "length":
+        if answer.cut:
             message += " (the answer was cut off at the token limit)"
         # The free-text cell is read as text, so an error record there would pass for a profile.
         return _Cell(prompt, text, None if label == "freeform" else {"error": message}, "invalid", message)
@@ -377,13 +386,14 @@ def plan_annotation(
 
 
 class _Sender:
-    """Sends one stage's requests: deduplicated, through the Batch API or in live chunks."""
+    """Sends one stage's requests through the labeller's :class:`EndpointLM`: deduplicated, as one
+    Batch API batch or in live chunks (:func:`~simhub.models.endpoint_lm.ask`)."""
 
-    def __init__(self, client: OpenAIClient, settings: AnnotationSettings, progress: Progress | None):
-        self.client, self.settings, self.progress = client, settings, progress
+    def __init__(self, lm: EndpointLM, settings: AnnotationSettings, progress: Progress | None):
+        self.lm, self.settings, self.progress = lm, settings, progress
         self.requests = 0
 
-    def send(self, stage: str, payloads: Sequence[dict[str, Any]]) -> list[ChatResult | EndpointFailure]:
+    def send(self, stage: str, payloads: Sequence[dict[str, Any]]) -> list[Answer]:
         index: dict[str, int] = {}
         unique: list[dict[str, Any]] = []
         slots = []
@@ -394,17 +404,8 @@ class _Sender:
                 unique.append(payload)
             slots.append(index[text])
         self.requests += len(unique)
-        answers: list[ChatResult | EndpointFailure] = []
-        if unique and self.settings.batch:
-            answers = self.client.complete_batch(
-                unique, poll_interval_s=self.settings.poll_interval_s, max_wait_s=self.settings.max_wait_s
-            )
-            self._tell(stage, len(answers), len(unique))
-        elif unique:
-            size = self.settings.chunk_size or max(32, 4 * self.client.config.concurrency)
-            for start in range(0, len(unique), size):
-                answers.extend(self.client.complete(unique[start : start + size]))
-                self._tell(stage, len(answers), len(unique))
+        size = self.settings.chunk_size or max(32, 4 * self.lm.client.config.concurrency)
+        answers = ask(self.lm, unique, chunk_size=size, on_chunk=lambda done, total: self._tell(stage, done, total))
         return [answers[slot] for slot in slots]
 
     def _tell(self, stage: str, done: int, total: int) -> None:
@@ -423,6 +424,9 @@ def annotate_splits(
 ) -> AnnotationReport:
     """Annotate ``splits`` with ``client`` and write ``{split}_{annotator}.csv`` files to ``output``.
 
+    The client's endpoint is asked as an :class:`~simhub.models.endpoint_lm.EndpointLM` (the Batch
+    API when ``settings.batch``), with the bodies :meth:`AnnotationSettings.payload` builds.
+
     ``annotator`` names the files (default: the client's model; a slash becomes ``-``).
     ``progress(stage, done, total)`` is called as answers come in. Failed requests and answers
     are recorded in the cells and the report, never raised; bad input (ids without a key, a
@@ -433,7 +437,9 @@ def annotate_splits(
     annotator = annotator or model
     rows = _rows(splits, settings.hash_ids)
     before = client.stats
-    sender = _Sender(client, settings, progress)
+    lm = EndpointLM(client, batch=settings.batch, poll_interval_s=settings.poll_interval_s,
+                    max_wait_s=settings.max_wait_s, name="annotator")
+    sender = _Sender(lm, settings, progress)
     labels = settings.labels
 
     if "questions" in labels:

@@ -35,9 +35,10 @@ from simhub.errors import DataError
 from simhub.evaluation import dialogue_metrics as dm
 from simhub.metrics import MetricContext
 from simhub.metrics.acts import Acts
-from simhub.metrics.judge import endpoint_answers, final_answer, judge_endpoint
+from simhub.metrics.judge import final_answer, judge_endpoint
 from simhub.metrics.knowledge import Knowledge
 from simhub.models import LoadOptions, Sampling, load_lm
+from simhub.models.endpoint_lm import Answer, endpoint_answers
 from simhub.prompts import correctness_messages, realness_messages
 from simhub.runformat import DIALOGUE_RESULTS_FILE, DialogueLevelResults, DialogueMetric, write_dialogue_results
 from simhub.schema import CORRECTNESS_LABELS, Dialogue, Turn, read_jsonl
@@ -175,8 +176,8 @@ class Labeller:
             def ask(xs):
                 answers = ask_judge(judge, [correctness_messages(d.turns[:i], d.turns[i].content, d) for d, i in xs])
                 out = []
-                for answer, _ in answers:
-                    word = final_answer(answer).split()[:1] if answer is not None else []
+                for answer in answers:
+                    word = final_answer(answer.text).split()[:1] if answer.text is not None else []
                     out.append(next((lab for lab in CORRECTNESS_LABELS if word and word[0].startswith(lab)), None))
                 return out
 
@@ -184,7 +185,7 @@ class Labeller:
         return [None] * len(items)
 
 
-def ask_judge(judge: JudgeConfig, prompts: Sequence[list[dict[str, str]]]) -> list[tuple[str | None, str | None]]:
+def ask_judge(judge: JudgeConfig, prompts: Sequence[list[dict[str, str]]]) -> list[Answer]:
     """The judge endpoint's answer (or failure cause) to each of the labeller's and the realness test's
     prompts: live requests (never the Batch API) at the profile's token limit, default 4,000, its
     reasoning effort (none by default) and the server's default temperature."""
@@ -262,10 +263,10 @@ def _pi_verdicts(profile: Profile, real: Sequence[Dialogue], sim: Sequence[Dialo
     for m, (kind, _, test, _, k) in zip(messages, pairs, strict=True):
         m[-1] = {**m[-1], "content": f"(pair {kind}:{test.id}:{k})\n\n{m[-1]['content']}"}
     out: dict[str, list[tuple[str, str]]] = {"ps": [], "hh": [], "pp": []}
-    for (kind, rid, *_), first, (answer, _) in zip(pairs, firsts, ask_judge(judge, messages), strict=True):
-        if answer is None:
+    for (kind, rid, *_), first, answer in zip(pairs, firsts, ask_judge(judge, messages), strict=True):
+        if answer.text is None:
             continue
-        word = final_answer(answer).strip(".")
+        word = final_answer(answer.text).strip(".")
         choice = "tie" if word.startswith("tie") else word[:1].upper()
         try:
             out[kind].append((rid, dm.verdict_from_choice(choice, first)))

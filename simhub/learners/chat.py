@@ -3,9 +3,11 @@
 :class:`ChatModel` answers a batch of chat prompts with text, one outcome per prompt, and never raises
 for one of them: a failed request is a :class:`ChatOutcome` with ``error`` set. Two implementations:
 
-* :class:`EndpointChat`: any OpenAI-compatible endpoint of the profile (``client_for``), asked for
-  JSON (``response_format: json_object``) when the caller wants it; requests run concurrently up to
-  the endpoint's ``concurrency`` and are cached on disk by the shared client;
+* :class:`EndpointChat`: any OpenAI-compatible endpoint of the profile as an
+  :class:`~simhub.models.endpoint_lm.EndpointLM` (``endpoint_lm``), asked through
+  :func:`~simhub.models.endpoint_lm.ask`, for JSON (``response_format: json_object``) when the caller
+  wants it; requests run concurrently up to the endpoint's ``concurrency`` and are cached on disk by
+  the shared client;
 * :class:`LocalChat`: a local model through :func:`simhub.models.load_lm` (no JSON mode: the caller's
   parser decides what to do with free text).
 """
@@ -16,10 +18,13 @@ import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simhub.config import EndpointSettings, ModelRef
 from simhub.models import LanguageModel, LoadOptions, Sampling, load_lm
+
+if TYPE_CHECKING:
+    from simhub.models.endpoint_lm import EndpointLM
 
 Messages = Sequence[Mapping[str, str]]
 
@@ -53,23 +58,31 @@ class EndpointChat(ChatModel):
         if settings.base_url:  # a bad key setting is refused before anything runs
             key_names(settings.base_url, settings.api_key_env, kind=kind, field=field)
         self.settings, self.model, self.kind, self.field, self.default_cache = settings, model, kind, field, default_cache
-        self._client = None
+        self._lm: EndpointLM | None = None
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "openai", "model": self.model, "base_url": self.settings.base_url}
 
+    def endpoint(self) -> EndpointLM:
+        """The endpoint as an :class:`~simhub.models.endpoint_lm.EndpointLM` over its shared client
+        (built on first use; live requests, never the Batch API)."""
+        if self._lm is None:
+            from simhub.models.endpoints import endpoint_lm
+
+            self._lm = endpoint_lm(self.settings, self.model, kind=self.kind,  # type: ignore[arg-type]
+                                   field=self.field, default_cache=self.default_cache, batch=False)
+        return self._lm
+
     def chat(self, prompts: Sequence[Messages], *, json_mode: bool, temperature: float, max_tokens: int,
              seeds: Sequence[int | None]) -> list[ChatOutcome]:
-        from simhub.models.endpoints import chat_payload, client_for, send
+        from simhub.models.endpoint_lm import ask
 
-        if self._client is None:
-            self._client = client_for(self.settings, self.model, kind=self.kind, field=self.field,  # type: ignore[arg-type]
-                                      default_cache=self.default_cache)
+        lm = self.endpoint()
         fmt = {"type": "json_object"} if json_mode else None
-        payloads = [chat_payload(self.model, list(p), temperature=temperature, max_tokens=max_tokens, seed=s,
-                                 response_format=fmt) for p, s in zip(prompts, seeds, strict=True)]
-        return [ChatOutcome(text=a.text or "") if a.ok else ChatOutcome(error=a.cause)
-                for a in send(self._client, payloads, batch=False)]
+        payloads = [lm.request([dict(m) for m in p], Sampling(temperature=temperature, max_tokens=max_tokens, seed=s),
+                               response_format=fmt) for p, s in zip(prompts, seeds, strict=True)]
+        return [ChatOutcome(text=a.text) if a.text is not None else ChatOutcome(error=a.cause)
+                for a in ask(lm, payloads)]
 
 
 class LocalChat(ChatModel):

@@ -14,24 +14,23 @@ fails after its retries is null, with its cause.
 
 Two judges: an OpenAI-compatible chat model (the paper: GPT-5 mini at low reasoning effort) and a
 local causal LM that picks the most likely of the allowed answers (so its output always parses).
-The judge's endpoint is built in one place, :func:`judge_endpoint`, and asked through one path,
-:func:`endpoint_answers`: the judge metric and the dialogue-level statistics' labels and realness
-verdicts (:mod:`simhub.evaluation.dialogue_eval`) share its client, cache and key rule.
+The judge's endpoint is built in one place, :func:`judge_endpoint`, and asked through the models'
+one path for answers, :func:`simhub.models.endpoint_lm.endpoint_answers`: the judge metric and the
+dialogue-level statistics' labels and realness verdicts (:mod:`simhub.evaluation.dialogue_eval`)
+share its client, cache and key rule.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from simhub.config import JudgeConfig, cache_dir
 from simhub.metrics.base import Metric, MetricResult, Output, ScoreItem
 from simhub.models import LanguageModel, Sampling, load_lm
+from simhub.models.endpoint_lm import Answer, EndpointLM, endpoint_answers
 from simhub.prompts import judge_messages
-
-if TYPE_CHECKING:
-    from simhub.models.endpoint_lm import EndpointLM
 
 #: Answers a local judge chooses between.
 JUDGE_OPTIONS: tuple[str, ...] = ("correct", "incorrect, same error", "incorrect, different error", "na")
@@ -100,15 +99,6 @@ def judge_endpoint(config: JudgeConfig, *, reasoning_effort: str | None, batch: 
                        reasoning_effort=reasoning_effort, batch=batch, name="judge")
 
 
-def endpoint_answers(lm: EndpointLM, prompts: Sequence[list[dict[str, str]]], sampling: Sampling, *,
-                     temperature: bool = True, progress: bool = False) -> list[tuple[str | None, str | None]]:
-    """``(answer, None)`` or, for a request that failed after its retries, ``(None, cause)`` per prompt,
-    in order (the answer is the first choice's text, as generated)."""
-    results = lm.generate(prompts, sampling, temperature=temperature, progress=progress)
-    return [(None, r.error) if r.error is not None else (r.generations[0].text if r.generations else "", None)
-            for r in results]
-
-
 class Judge(Metric):
     """``correctness`` and ``errors`` from one judge answer per turn, scored by the reference's table
     (:func:`parse_verdict`; see the module docstring):
@@ -174,13 +164,13 @@ class Judge(Metric):
         """The chat-completions body the endpoint judge sends for ``messages``."""
         return self.endpoint().request(messages, self.sampling())
 
-    def answers(self, messages: list[list[dict]]) -> list[tuple[str | None, str | None]]:
-        """``(answer, failure cause)`` per prompt."""
+    def answers(self, messages: list[list[dict]]) -> list[Answer]:
+        """``(answer, None)`` or ``(None, failure cause)`` per prompt."""
         if self.config.kind == "local":
             lm = self.load()
             options = [[*lm.text_ids(o), lm.eot_id] for o in JUDGE_OPTIONS]
             best, _ = lm.choose([lm.chat_ids(m) for m in messages], options)
-            return [(JUDGE_OPTIONS[i], None) for i in best]
+            return [Answer(JUDGE_OPTIONS[i], None) for i in best]
         return endpoint_answers(self.endpoint(), messages, self.sampling(), progress=len(messages) > 32)
 
     # ------------------------------------------------------------------ metric
@@ -193,7 +183,7 @@ class Judge(Metric):
 
     def score(self, items: Sequence[ScoreItem]) -> list[MetricResult]:
         out = []
-        for item, (answer, cause) in zip(items, self.answers([self.messages(it) for it in items]), strict=True):
+        for item, (answer, cause, _) in zip(items, self.answers([self.messages(it) for it in items]), strict=True):
             if answer is None:
                 result = MetricResult.null(["correctness", "errors"], f"judge request failed: {cause}", transient=True)
                 result.details = {"error": cause, "real_label": item.real.correctness}

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import ipaddress
 import threading
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 from simhub.config import EndpointSettings
@@ -37,8 +36,8 @@ from simhub.models.openai import (
 )
 
 __all__ = ["DEFAULT_KEY_HOSTS", "KIND_KEY_ENVS", "ChatResult", "EndpointFailure", "EndpointKind", "chat_payload",
-           "client_for", "endpoint_config", "endpoint_lm", "is_loopback", "is_reasoning_model", "key_names", "parse_chat_response",
-           "send"]
+           "client_for", "endpoint_config", "endpoint_lm", "is_loopback", "is_reasoning_model", "key_names",
+           "parse_chat_response"]
 
 EndpointKind = Literal["judge", "baseline", "simulator", "tutor", "annotator"]
 
@@ -132,10 +131,3 @@ def endpoint_lm(settings: EndpointSettings, model: str, *, kind: EndpointKind, d
     return EndpointLM(client, reasoning_effort=reasoning_effort, max_tokens=max_tokens,
                       batch=settings.batch_api if batch is None else batch, top_k=top_k, name=name)
 
-
-def send(client: OpenAIClient, payloads: Sequence[Mapping[str, Any]], *, batch: bool = False, progress: bool = False,
-         desc: str = "requests") -> list[ChatResult | EndpointFailure]:
-    """One outcome per payload: through the Batch API (half price, slow) or live requests."""
-    if batch:
-        return client.complete_batch(payloads, progress=progress, desc=desc)
-    return client.complete(payloads, progress=progress, desc=desc)

@@ -467,6 +467,35 @@ def test_invalid_answers_become_error_cells_and_dependent_labels_are_null(unlabe
     assert len(converted["val"]) == len(given["val"]) - len(bad_q)
 
 
+def test_a_cut_off_or_empty_answer_is_an_error_cell_that_says_why(unlabelled, tmp_path):
+    given = read_jsonl(unlabelled / "test.jsonl")
+    cut, empty = given[0], given[1]
+    assert cut.turns[-1].content != empty.turns[-1].content
+
+    def completion(content, finish):
+        return {"id": "x", "object": "chat.completion", "model": MODEL,
+                "choices": [{"index": 0, "finish_reason": finish,
+                             "message": {"role": "assistant", "content": content}}]}
+
+    def responder(body):
+        prompt = body["messages"][-1]["content"]
+        if _kind(prompt) == "acts" and _history(prompt).endswith(cut.turns[-1].content):
+            return completion('{"turn 1": {"ac', "length")
+        if _kind(prompt) == "acts" and _history(prompt).endswith(empty.turns[-1].content):
+            return completion(None, "stop")
+        return fake_labeller(body)
+
+    out = tmp_path / "out"
+    with FakeOpenAIServer(responder=responder) as server:
+        assert main(annotate_args(unlabelled / "test.jsonl", out, server, tmp_path / "cache", "--labels", "acts")) == 0
+        assert all(r.body["response_format"] == {"type": "json_object"} for r in server.chat_requests())
+    rows = csv_rows(out / annotation_file_name("test", MODEL))
+    assert "cut off at the token limit" in rows[cut.id]["acts"] and rows[cut.id]["acts_annotation_raw"]
+    assert "no text" in rows[empty.id]["acts"] and "cut off" not in rows[empty.id]["acts"]
+    others = [r["acts"] for i, r in rows.items() if i not in (cut.id, empty.id)]
+    assert others and all(a and not a.startswith("{'error'") for a in others)
+
+
 @pytest.mark.parametrize("status", [429, 401])
 def test_endpoint_errors_are_retried_then_reported_per_dialogue(unlabelled, labeller, tmp_path, capsys, monkeypatch,
                                                                 status):

@@ -137,6 +137,16 @@ def test_settings_payload_asks_for_json_except_for_the_profile():
                                                                                                 "content": "x"}])
 
 
+def test_settings_payload_leaves_out_what_is_not_set():
+    messages = [{"role": "user", "content": "x"}]
+    assert AnnotationSettings(temperature=None, max_tokens=None).payload("gpt-4.1", "acts", messages) == {
+        "model": "gpt-4.1", "messages": messages, "response_format": {"type": "json_object"}}
+    assert AnnotationSettings(temperature=0.5, max_tokens=10).payload("gpt-4.1", "freeform", messages) == {
+        "model": "gpt-4.1", "messages": messages, "temperature": 0.5, "max_completion_tokens": 10}
+    with pytest.raises(ConfigError):
+        AnnotationSettings(temperature=3.0).payload("gpt-4.1", "acts", messages)
+
+
 def test_endpoint_key_rules(monkeypatch, tmp_path):
     monkeypatch.delenv(KEY_ENV, raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

@@ -1,7 +1,7 @@
 """Which key each endpoint gets (a security rule): a profile's ``api_key_env`` is the only key an
 endpoint gets; a kind's default variables go only to that kind's default host; ``none`` and loopback
 servers get no key; any other host must name its variable. Checked on the Authorization header a
-local echo server receives, for simulators, baselines, tutors, judges and annotators alike."""
+local echo server receives, for simulators, baselines, tutors, judges, annotators and learners alike."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ SECRETS = {"OPENAI_API_KEY": "sk-openai-user", "SIMHUB_JUDGE_API_KEY": "sk-judge
            "SIMHUB_BASELINE_API_KEY": "sk-baseline-kind", "SIMHUB_ANNOTATOR_API_KEY": "sk-annotator-kind",
            "MY_KEY": "k-mine"}
 
-CONSUMERS = ("simulator", "baseline", "tutor", "judge", "annotator")
+CONSUMERS = ("simulator", "baseline", "tutor", "judge", "annotator", "learner")
 
 
 def _endpoint_yaml(base_url: str, api_key_env: str | None) -> str:
@@ -51,6 +51,14 @@ def _send(consumer: str, tmp_path, base_url: str, api_key_env: str | None) -> No
         named = "auto" if api_key_env is None else api_key_env
         config = annotator_endpoint("m", base_url, api_key_env=named, cache_dir=tmp_path / "a", max_retries=0)
         OpenAIClient(config).complete([{"model": "m", "messages": [{"role": "user", "content": "hi"}]}])
+        return
+    if consumer == "learner":  # a learner's chat model (role-play turns, signal extraction)
+        from simhub.config import EndpointSettings
+        from simhub.learners.chat import EndpointChat
+
+        settings = EndpointSettings(base_url=base_url, api_key_env=api_key_env, cache=False, max_retries=0)
+        EndpointChat(settings, "m").chat([[{"role": "user", "content": "hi"}]], json_mode=True, temperature=0.0,
+                                          max_tokens=8, seeds=[None])
         return
     profile = _profile(tmp_path, base_url, api_key_env)
     target = Target(DIVIDING_FRACTIONS, 3)

@@ -15,7 +15,7 @@ pytest.importorskip("openai")
 from simhub.config import EndpointSettings
 from simhub.errors import ConfigError, NotSupportedError
 from simhub.models import GenerationResult, LanguageModel, Sampling
-from simhub.models.endpoint_lm import EndpointLM
+from simhub.models.endpoint_lm import Answer, EndpointLM, ask, chat_request, endpoint_answers
 from simhub.models.endpoints import endpoint_lm
 from simhub.models.openai import EndpointConfig, OpenAIClient
 from tests.doubles.openai_server import FakeOpenAIServer, default_answer
@@ -235,3 +235,90 @@ def test_the_endpoint_simulator_sends_the_profiles_temperature_by_default(tmp_pa
     with pytest.raises(ConfigError, match="warm is an OpenAI-compatible endpoint, which takes no top_k") as err:
         simulator.simulate([target], Sampling(temperature=1.0, top_k=5))
     assert err.value.field == "sampling.top_k"
+
+
+# --------------------------------------------------------------------------- JSON mode, answers, chunks
+
+
+JSON_MODE = {"type": "json_object"}
+
+
+def test_json_mode_and_an_endpoint_token_limit_are_exact_body_fields(fake_openai, key):
+    lm = make_lm(fake_openai)
+    assert lm.request(HELLO, Sampling(max_tokens=30), response_format=JSON_MODE) == {
+        "model": "gpt-4.1", "messages": HELLO, "temperature": 0.0, "max_completion_tokens": 30,
+        "response_format": {"type": "json_object"}}
+    assert lm.request(HELLO, Sampling(), token_limit=False, temperature=False) == {"model": "gpt-4.1",
+                                                                                  "messages": HELLO}
+    # The pure builder is the same body without a client.
+    assert chat_request("gpt-4.1", HELLO, Sampling(max_tokens=30), response_format=JSON_MODE) == lm.request(
+        HELLO, Sampling(max_tokens=30), response_format=JSON_MODE)
+    answers = endpoint_answers(lm, prompts(2), Sampling(max_tokens=30), response_format=JSON_MODE)
+    assert [a.text for a in answers] == [default_answer({"messages": p}) for p in prompts(2)]
+    assert [r.body["response_format"] for r in fake_openai.chat_requests()] == [JSON_MODE, JSON_MODE]
+    # Without one, the body carries none.
+    endpoint_answers(lm, prompts(1), Sampling(max_tokens=31))
+    assert "response_format" not in fake_openai.chat_requests()[-1].body
+
+
+def test_ask_sends_live_chunks_in_turn_and_a_failure_is_an_answer_without_text(key):
+    seen: list[tuple[int, int, int]] = []
+    with FakeOpenAIServer() as server:
+        lm = make_lm(server)
+        server.fail_next(1, 401)  # the fake's 401 body quotes the key
+        answers = ask(lm, lm.requests(prompts(5), Sampling()), chunk_size=2,
+                      on_chunk=lambda done, total: seen.append((done, total, len(server.chat_requests()))))
+    # Each chunk is answered before the next is sent.
+    assert seen == [(2, 5, 2), (4, 5, 4), (5, 5, 5)]
+    failed = [a for a in answers if a.text is None]
+    assert len(failed) == 1 and "HTTP 401" in failed[0].cause and key not in failed[0].cause
+    assert all(a.cause is None and a.text == default_answer({"messages": p})
+               for a, p in zip(answers, prompts(5), strict=True) if a.text is not None)
+    assert ask(lm, []) == []
+
+
+def test_an_answer_cut_at_the_token_limit_says_so(key):
+    def respond(body):
+        content = body["messages"][0]["content"]
+        return {"id": "x", "object": "chat.completion", "model": "gpt-4.1", "choices": [{
+            "index": 0, "finish_reason": "length" if content == "question 0" else "stop",
+            "message": {"role": "assistant", "content": None if content == "question 1" else "{\"half"}}]}
+
+    with FakeOpenAIServer(responder=respond) as server:
+        answers = endpoint_answers(make_lm(server), prompts(2), Sampling())
+    assert answers == [Answer("{\"half", None, True), Answer("", None, False)]
+    assert answers[0].cut and not answers[1].cut
+
+
+def test_ask_through_the_batch_api_sends_one_batch_and_stops_at_the_wait_limit(key):
+    seen: list[tuple[int, int]] = []
+    with FakeOpenAIServer() as server:
+        lm = make_lm(server, batch=True, poll_interval_s=0.01)
+        answers = ask(lm, lm.requests(prompts(3), Sampling()), chunk_size=1,
+                      on_chunk=lambda done, total: seen.append((done, total)))
+        assert len(server.requests_to("POST", "/v1/batches")) == 1 and server.chat_requests() == []
+    assert seen == [(3, 3)] and [a.text for a in answers] == [default_answer({"messages": p}) for p in prompts(3)]
+    with FakeOpenAIServer(batch_polls=1000) as server:
+        lm = make_lm(server, batch=True, poll_interval_s=0.01, max_wait_s=0.05)
+        answers = ask(lm, lm.requests(prompts(2), Sampling()))
+    assert [(a.text, a.cause) for a in answers] == [(None, "batch in_progress")] * 2
+
+
+def test_the_learners_endpoint_chat_sends_the_bodies_it_always_sent(fake_openai, key):
+    from simhub.learners.chat import EndpointChat
+
+    settings = EndpointSettings(base_url=fake_openai.base_url, cache=False, max_retries=0, api_key_env=KEY_ENV)
+    chat = EndpointChat(settings, "learner-model")
+    assert isinstance(chat.endpoint(), EndpointLM) and not chat.endpoint().batch
+    fake_openai.fail_next(1, 401)
+    outcomes = chat.chat([HELLO], json_mode=True, temperature=0.7, max_tokens=50, seeds=[3])
+    assert not outcomes[0].ok and "HTTP 401" in outcomes[0].error and key not in outcomes[0].error
+    outcomes = chat.chat([HELLO, HELLO], json_mode=False, temperature=0.0, max_tokens=9, seeds=[None, 4])
+    assert [o.text for o in outcomes] == [default_answer({"messages": HELLO})] * 2 and all(o.ok for o in outcomes)
+    bodies = [r.body for r in fake_openai.chat_requests()]
+    assert bodies[0] == {"model": "learner-model", "messages": HELLO, "temperature": 0.7, "max_completion_tokens": 50,
+                         "seed": 3, "response_format": {"type": "json_object"}}
+    assert sorted(bodies[1:], key=lambda b: b.get("seed", -1)) == [
+        {"model": "learner-model", "messages": HELLO, "temperature": 0.0, "max_completion_tokens": 9},
+        {"model": "learner-model", "messages": HELLO, "temperature": 0.0, "max_completion_tokens": 9, "seed": 4}]
+    assert {r.authorization for r in fake_openai.chat_requests()} == {f"Bearer {key}"}
