@@ -59,7 +59,7 @@ def simulate_rate(turns: int, batch: int, chunk: int) -> dict:
 def bootstrap_seconds() -> dict:
     import numpy as np
 
-    from simhub.evaluation.stats import cluster_mean_ci
+    from simhub.stats import cluster_mean_ci
 
     rng = np.random.default_rng(3)
     values = rng.random(4400).tolist()

@@ -451,7 +451,7 @@ def _statistics(real: list[Dialogue], sim: list[Dialogue], real_ids: list[str], 
 def eval_dialogues(profile: Profile, real: list[Dialogue], sim: list[Dialogue], options: DialogueEvalOptions | None = None,
                    *, simulator: Simulator | None = None, tutor: Tutor | None = None) -> dict:
     """Every dialogue-level statistic with its dialogue-bootstrap 95% CI (see the module docstring)."""
-    from simhub.evaluation.stats import cluster_bootstrap
+    from simhub.stats import cluster_bootstrap
 
     options = options or DialogueEvalOptions()
     failed = [d for d in sim if d.meta and d.meta.get("failed")]

@@ -293,7 +293,7 @@ def _summary(stat: dict, summary: dict[str, dict], m: str) -> MetricSummary:
 
 def _intervals(scorer: Scorer, metrics: Sequence[str], clusters: list[str], values: dict[str, list],
                owners: dict[str, str], details: dict[str, list], options: EvalOptions) -> dict[str, dict]:
-    from simhub.evaluation.stats import cluster_bootstrap, summarize_metrics
+    from simhub.stats import cluster_bootstrap, summarize_metrics
 
     cis = summarize_metrics(values, clusters, n_resamples=options.n_resamples, seed=options.seed)
     out: dict[str, dict] = {}
@@ -313,7 +313,7 @@ def _intervals(scorer: Scorer, metrics: Sequence[str], clusters: list[str], valu
 def compare_runs(run_a: str | os.PathLike[str], run_b: str | os.PathLike[str], *, n_resamples: int = 10_000,
                  seed: int = 0) -> dict:
     """Paired comparison of two runs over the same data, on the turns both scored (see the module docstring)."""
-    from simhub.evaluation.stats import compare_metrics
+    from simhub.stats import compare_metrics
 
     ra, rb = load_run(run_a), load_run(run_b)
     if ra.data.sha256 != rb.data.sha256:

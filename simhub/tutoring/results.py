@@ -30,7 +30,6 @@ import msgspec
 import numpy as np
 
 from simhub.errors import DataError, SimhubError
-from simhub.evaluation.stats import cluster_mean_ci, holm, paired_compare
 from simhub.learners.graph import validate_graph
 from simhub.learners.metrics import FAILURE_MODES, ConversationMetrics, conversation_metrics
 from simhub.learners.presets import Preset
@@ -38,6 +37,7 @@ from simhub.learners.state import LEVELS
 from simhub.learners.termination import stop_decision
 from simhub.learners.update import update
 from simhub.schema import atomic_write_bytes
+from simhub.stats import cluster_mean_ci, holm, paired_compare
 from simhub.tutoring.trace import Trace, read_document
 
 RESULTS_KIND = "simhub-tutor-bench-results"

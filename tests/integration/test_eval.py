@@ -125,7 +125,7 @@ def test_a_rerun_loads_no_model_and_the_first_miss_does(tmp_path, cache, tiny_pr
         calls["acts"] += 1
         return real_score(self, *a, **k)
 
-    import simhub.evaluation.stats as stats
+    import simhub.stats as stats
 
     def resampling(*a, **k):
         calls["bootstrap"] = calls.get("bootstrap", 0) + 1

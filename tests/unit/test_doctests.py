@@ -1,4 +1,4 @@
-"""The examples in the docstrings of ``simhub.metrics`` and ``simhub.evaluation.stats`` run, and give
+"""The examples in the docstrings of ``simhub.metrics`` and ``simhub.stats`` run, and give
 what they show. They are offline and need no model: examples of the model-backed metrics use the
 pure functions their scores come from. Every built-in metric's docstring has one."""
 
@@ -13,7 +13,7 @@ import pytest
 import simhub.metrics
 from simhub.metrics import metric_classes
 
-MODULES = sorted({"simhub.evaluation.stats", "simhub.scoring.scorer",
+MODULES = sorted({"simhub.stats", "simhub.scoring.scorer",
                   *(f"simhub.metrics.{m.name}" for m in pkgutil.iter_modules(simhub.metrics.__path__))})
 
 

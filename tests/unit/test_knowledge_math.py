@@ -212,8 +212,8 @@ def test_the_bootstraps_batched_statistic_is_bit_identical_to_one_resample_at_a_
     """``of_draws`` (all resamples at once) gives exactly the floats of ``statistic(indices)``, so a
     cluster bootstrap's interval is the same either way: ties, items without deltas, items with
     several KCs, resamples that draw no delta at all."""
-    from simhub.evaluation.stats import cluster_bootstrap
     from simhub.metrics.knowledge import resampled_similarity
+    from simhub.stats import cluster_bootstrap
 
     rng = np.random.default_rng(7)
     for trial in range(6):

@@ -34,10 +34,10 @@ from simhub.evaluation.report import (
     table1_data,
     write_report,
 )
-from simhub.evaluation.stats import cluster_mean_ci
 from simhub.metrics.acts import NO_LABEL as NO_ACT_LABEL
 from simhub.metrics.judge import NO_LABEL, REAL_NA
 from simhub.schema import ACTS
+from simhub.stats import cluster_mean_ci
 
 pytest.importorskip("matplotlib", reason="the report draws its figures with matplotlib (simhub[report])")
 

@@ -12,9 +12,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from simhub import stats
 from simhub.errors import ConfigError, DataError
-from simhub.evaluation import stats
-from simhub.evaluation.stats import (
+from simhub.stats import (
     cluster_bootstrap,
     cluster_mean_ci,
     compare_metrics,
