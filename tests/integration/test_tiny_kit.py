@@ -98,3 +98,16 @@ def test_pretraining_lowers_the_loss():
     ids = pretraining_ids(tok)
     losses = pretrain(model, ids, steps=12, batch=2, length=64)
     assert len(losses) == 12 and losses[-1] < losses[0] - 0.5
+
+
+def test_the_kit_tokenizer_texts_are_frozen_not_the_live_prompts():
+    """simhub.demo.tiny.PROMPT_TEXTS_FILE: the tokenizer learns a frozen snapshot of the prompts, so a
+    prompt's new wording does not change the kit (and every demo model built on it)."""
+    import hashlib
+
+    from simhub.demo.tiny import PROMPT_TEXTS_FILE, prompt_texts
+    from simhub.prompts import classifiers
+
+    assert hashlib.sha256(PROMPT_TEXTS_FILE.read_bytes()).hexdigest() == "c7e561dfe12e8c4a604fe2e131f0642797733929676c92ab646f58a2bbef216c"
+    texts = prompt_texts()
+    assert len(texts) == 18 and classifiers.ACTS_SYSTEM not in texts  # the act prompt has changed since
