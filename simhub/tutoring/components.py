@@ -42,9 +42,9 @@ def chat_model(name: str, profile: Profile | None, options: LoadOptions | None =
     raise UnknownNameError("model", name, model_names(profile), field=field)
 
 
-def needed_models(learner: str, extractor: str) -> list[str]:
-    """The profile entries the learner and extractor names refer to (to provision only those)."""
-    out = []
+def needed_models(learner: str, extractor: str, iq_rater: str | None = None) -> list[str]:
+    """The profile entries the learner, extractor and IQ rater names refer to (to provision only those)."""
+    out = [iq_rater] if iq_rater else []
     head = learner.split(":", 1)[0]
     if ":" in learner and (head == "knowsim" or head in BASELINE_STYLES):
         out.append(learner.split(":", 1)[1])
@@ -75,6 +75,13 @@ def build_extractor(name: str, profile: Profile | None, options: LoadOptions | N
     if name == "offline:lexical":
         return OfflineExtractor("lexical")
     return LLMExtractor(chat_model(name, profile, options, field="extractor"), name=name)
+
+
+def build_iq_rater(name: str, profile: Profile | None, options: LoadOptions | None = None):
+    """The IQ rater of ``--iq-rater``: a profile model asked once per conversation (JSON mode on an endpoint)."""
+    from simhub.tutoring.iq import IQRater
+
+    return IQRater(chat_model(name, profile, options, field="iq_rater"), name=name)
 
 
 def knowsim_simulator(name: str, profile: Profile | None = None, options: LoadOptions | None = None):
