@@ -187,3 +187,20 @@ def test_a_newer_trace_or_results_version_is_refused(tmp_path, capsys):
     path.write_text(json.dumps(raw))
     with pytest.raises(DataError, match=r"results schema_version 3 is newer than this simhub reads \(1 and 2\)"):
         read_results(path)
+
+
+def test_the_report_section_shows_iq_only_when_it_was_rated(tmp_path, fake_openai):
+    from simhub.tutoring.report import bench_section, load_bench
+
+    fake_openai.responder = _rater_answers(_by_tutor)
+    profile = _endpoint_profile(tmp_path, fake_openai.base_url)
+    base = ["tutor-bench", "--tutor", "scripted:stepwise", "--tutor", "scripted:dump", "--n", "2", "--levels",
+            "novice", "--no-cache", *FAST]
+    assert main([*base, "--output", str(tmp_path / "plain")]) == 0
+    assert main([*base, "--output", str(tmp_path / "rated"), "--profile", str(profile), "--iq-rater",
+                 "api-extractor"]) == 0
+    _, _, plain = bench_section([load_bench(tmp_path / "plain")])
+    _, _, rated = bench_section([load_bench(tmp_path / "rated")])
+    assert "IQ ↑" not in plain and "mean rank over KG, DC and CO " in plain and "ratings were unusable" not in plain
+    assert "<th>IQ ↑</th>" in rated and "mean rank over KG, DC, CO and IQ " in rated
+    assert "0 ratings were unusable" in rated
