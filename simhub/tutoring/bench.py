@@ -41,7 +41,7 @@ from simhub.learners.update import IUSignal, TurnRecord, update
 from simhub.models import Sampling
 from simhub.schema import Dialogue, Question, Turn, atomic_write_bytes
 from simhub.simulation.tutor import TutorTurn
-from simhub.tutoring.iq import IQRater, rate_traces
+from simhub.tutoring.iq import RATER_FAILED, IQRater, rate_traces
 from simhub.tutoring.trace import Trace, TraceTurn, read_trace, trace_name, write_trace
 from simhub.tutoring.tutors import BenchRequest, BenchTutor
 
@@ -185,7 +185,10 @@ class Bench:
                 theirs = json.loads(run_file.read_text()).get("settings", {})
             except ValueError:
                 theirs = {}
-            for key, value in mine.items():
+            # The IQ rater is a setting only where one ran: a run without one into a rated folder differs too.
+            keys = [*mine, *(["iq_rater"] if "iq_rater" in theirs and "iq_rater" not in mine else [])]
+            for key in keys:
+                value = mine.get(key)
                 if json.dumps(theirs.get(key), sort_keys=True) != json.dumps(value, sort_keys=True):
                     raise DataError(f"{self.output}: holds a tutor-bench run with another {key}; resume it with the "
                                     f"same settings or choose another --output", file=str(run_file), field=key)
@@ -201,6 +204,7 @@ class Bench:
         folder = self.output / TRACES
         traces: dict[str, Trace] = {}
         todo: list[_Conv] = []
+        unrated: list[Path] = []
         for tutor in self.tutors:
             for item in items:
                 for level in levels:
@@ -209,6 +213,8 @@ class Bench:
                         old = read_trace(path)
                         if old.failed is None:  # failed conversations are tried again (their good calls are cached)
                             traces[path.name] = old
+                            if self.rater is not None and (old.iq_flag or "").startswith(RATER_FAILED):
+                                unrated.append(path)  # the rater failed last time: it is asked again
                             continue
                     start = initial_state(item.graph, level)
                     todo.append(_Conv(tutor, item, level, path, start, start))
@@ -220,6 +226,11 @@ class Bench:
                 traces[conv.path.name] = trace
                 if on_trace:
                     on_trace(trace)
+        for k in range(0, len(unrated), max(1, self.options.batch)):
+            paths = unrated[k:k + self.options.batch]
+            for path, trace in zip(paths, self._rate([traces[p.name] for p in paths]), strict=True):
+                write_trace(path, trace)
+                traces[path.name] = trace
         order = [folder / trace_name(t.id, i.id, lv) for t in self.tutors for i in items for lv in levels]
         return [traces[p.name] for p in order]
 

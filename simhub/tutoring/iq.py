@@ -6,8 +6,9 @@ state, so a stateless learner's runs can have it too. :class:`IQRater` asks a ch
 entry; an OpenAI-compatible endpoint in JSON mode) once per conversation. An answer that is not a
 JSON object, lacks an integer ``score`` or puts it outside 1..10 is a **flagged** rating: the trace
 keeps the cause and no score, and the results count it next to the flagged turns. A rater that fails
-(an endpoint down after its retries) flags the rating with its cause too; the conversation itself
-is not failed, because its KG, DC and CO stand without IQ.
+(an endpoint down after its retries) flags the rating with its cause too (``rater: ...``; such a
+rating is asked again when the run is resumed); the conversation itself is not failed, because its
+KG, DC and CO stand without IQ.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from simhub.learners.chat import ChatModel
 from simhub.tutoring.trace import Trace
 
 IQ_MIN, IQ_MAX = 1, 10
+#: How the flag of a rating whose rater failed begins (a resumed run asks again for those).
+RATER_FAILED = "rater: "
 
 
 class IQRating(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -77,8 +80,8 @@ class IQRater:
             answers = self.chat.chat(prompts, json_mode=True, temperature=self.temperature,
                                      max_tokens=self.max_tokens, seeds=[0] * len(prompts))
         except Exception as exc:  # a broken rater flags these ratings; the run goes on
-            return [IQRating(flagged=f"rater: {type(exc).__name__}: {str(exc)[:200]}", error=True) for _ in prompts]
-        return [parse_rating(a.text) if a.ok else IQRating(flagged=f"rater: {a.error}", error=True) for a in answers]
+            return [IQRating(flagged=f"{RATER_FAILED}{type(exc).__name__}: {str(exc)[:200]}", error=True) for _ in prompts]
+        return [parse_rating(a.text) if a.ok else IQRating(flagged=f"{RATER_FAILED}{a.error}", error=True) for a in answers]
 
 
 def conversation_of(trace: Trace) -> tuple[str, list[tuple[str, str]]]:

@@ -204,3 +204,28 @@ def test_the_report_section_shows_iq_only_when_it_was_rated(tmp_path, fake_opena
     assert "IQ ↑" not in plain and "mean rank over KG, DC and CO " in plain and "ratings were unusable" not in plain
     assert "<th>IQ ↑</th>" in rated and "mean rank over KG, DC, CO and IQ " in rated
     assert "0 ratings were unusable" in rated
+
+
+def test_a_failing_rater_flags_the_rating_with_its_cause_and_a_resumed_run_asks_again(tmp_path, fake_openai, capsys):
+    fake_openai.responder = _rater_answers(_by_tutor)
+    fake_openai.fail_next(2, 503)  # the first rating request fails twice (try + retry); only the rater is an endpoint
+    profile = _endpoint_profile(tmp_path, fake_openai.base_url, concurrency=1)
+    out = tmp_path / "down"
+    args = ["tutor-bench", "--profile", str(profile), "--tutor", "scripted:dump", "--n", "2", "--levels", "novice",
+            "--output", str(out), "--no-cache", "--iq-rater", "api-extractor", *FAST]
+    assert main(args) == 0
+    traces = [read_trace(f) for f in sorted((out / TRACES).glob("*.json"))]
+    assert [t.iq_flag for t in traces].count(f"rater: HTTP 503 at {fake_openai.base_url}") == 1
+    assert all(t.failed is None and t.metrics is not None for t in traces)
+    assert json.loads((out / RESULTS_FILE).read_text())["flagged_ratings"] == 1
+    asked = len(_rater_requests(fake_openai))
+    # Resumed: only the conversation whose rater failed is rated again.
+    assert main(args) == 0
+    assert len(_rater_requests(fake_openai)) == asked + 1
+    again = [read_trace(f) for f in sorted((out / TRACES).glob("*.json"))]
+    assert all(t.iq is not None and t.iq_flag is None for t in again)
+    assert json.loads((out / RESULTS_FILE).read_text())["flagged_ratings"] == 0
+    # The rater is one of the folder's settings, both ways.
+    capsys.readouterr()
+    assert main([a for a in args if a not in ("--iq-rater", "api-extractor")]) == 2
+    assert "another iq_rater" in capsys.readouterr().err
