@@ -6,8 +6,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from simhub.cli.common import add_profile
+
+if TYPE_CHECKING:
+    from simhub.tutoring.trace import Trace
 
 
 def _preset(args: argparse.Namespace):
@@ -55,7 +59,7 @@ def _rescore(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rate_traces(args: argparse.Namespace, traces: list, files: list[Path]) -> list:
+def _rate_traces(args: argparse.Namespace, traces: list[Trace], files: list[Path]) -> list[Trace]:
     """``--rescore --iq-rater MODEL``: every finished trace rated (cached answers reused) and rewritten."""
     from simhub.cache import ContentCache
     from simhub.cli.common import profile_for

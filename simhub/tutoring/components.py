@@ -2,7 +2,8 @@
 
 * learner ``knowsim``: the knowledge-state learner speaking through the scripted stand-in;
   ``knowsim:MODEL``: the same learner role-played by ``MODEL``;
-* extractor ``offline`` (MiniLM similarity), ``offline:lexical`` (word overlap), or ``MODEL``.
+* extractor ``offline`` (MiniLM similarity), ``offline:lexical`` (word overlap), or ``MODEL``;
+* IQ rater (``--iq-rater``) ``MODEL``.
 
 ``MODEL`` is an entry of the profile's ``simulators:`` or ``tutors:`` section: an OpenAI-compatible
 endpoint (``kind: openai``, asked for JSON) or a local model.
@@ -16,6 +17,7 @@ from simhub.learners.chat import ChatModel, EndpointChat, LocalChat
 from simhub.learners.extract import Extractor, LLMExtractor, OfflineExtractor
 from simhub.learners.roleplay import BASELINE_STYLES, Learner, RolePlayLearner, ScriptedLearner, StatelessLearner
 from simhub.models import LoadOptions
+from simhub.tutoring.iq import IQRater
 
 LEARNERS = ("knowsim", "knowsim:MODEL", "zs:MODEL", "zs-cot:MODEL", "zs-cot-prof:MODEL")
 EXTRACTORS = ("offline", "offline:lexical", "MODEL")
@@ -77,10 +79,8 @@ def build_extractor(name: str, profile: Profile | None, options: LoadOptions | N
     return LLMExtractor(chat_model(name, profile, options, field="extractor"), name=name)
 
 
-def build_iq_rater(name: str, profile: Profile | None, options: LoadOptions | None = None):
+def build_iq_rater(name: str, profile: Profile | None, options: LoadOptions | None = None) -> IQRater:
     """The IQ rater of ``--iq-rater``: a profile model asked once per conversation (JSON mode on an endpoint)."""
-    from simhub.tutoring.iq import IQRater
-
     return IQRater(chat_model(name, profile, options, field="iq_rater"), name=name)
 
 

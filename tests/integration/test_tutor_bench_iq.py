@@ -229,3 +229,20 @@ def test_a_failing_rater_flags_the_rating_with_its_cause_and_a_resumed_run_asks_
     capsys.readouterr()
     assert main([a for a in args if a not in ("--iq-rater", "api-extractor")]) == 2
     assert "another iq_rater" in capsys.readouterr().err
+
+
+def test_agree_checks_the_rater_against_human_iq_ratings(tmp_path, fake_openai, capsys):
+    fake_openai.responder = _rater_answers(_by_tutor)
+    profile = _endpoint_profile(tmp_path, fake_openai.base_url)
+    run = tmp_path / "run"
+    assert main(["tutor-bench", "--profile", str(profile), "--tutor", "api-tutor", "--tutor", "scripted:dump", "--n",
+                 "2", "--levels", "novice", "--set", "max_turns=2", "--output", str(run), "--no-cache",
+                 "--iq-rater", "api-extractor", *FAST]) == 0
+    rows = ["level,condition,metric,value", *(f"novice,api-tutor,iq,{v}" for v in (8, 9)),
+            *(f"novice,scripted:dump,iq,{v}" for v in (3, 2))]
+    human = tmp_path / "human.csv"
+    human.write_text("\n".join(rows) + "\n")
+    assert main(["tutor-bench", "agree", str(human), str(run)]) == 0
+    result = json.loads((run / "agreement.json").read_text())
+    (contrast,) = [c for c in result["contrasts"] if c["metric"] == "iq"]
+    assert contrast["high_signal"] and contrast["agrees"] and contrast["sim_delta"] == 1.0
