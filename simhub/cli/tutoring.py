@@ -6,8 +6,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from simhub.cli.common import add_profile
+
+if TYPE_CHECKING:
+    from simhub.tutoring.trace import Trace
 
 
 def _preset(args: argparse.Namespace):
@@ -31,7 +35,10 @@ def _rescore(args: argparse.Namespace) -> int:
     files = sorted(folder.glob("*.json")) if folder.is_dir() else []
     if not files:
         raise DataError(f"{args.output}: no traces to rescore (expected {folder}/*.json)", file=str(args.output))
-    traces = [rescore_trace(read_trace(f), preset, file=str(f)) for f in files]
+    originals = [read_trace(f) for f in files]
+    if args.iq_rater:  # rate every conversation now, and store the ratings in the traces
+        originals = _rate_traces(args, originals, files)
+    traces = [rescore_trace(t, preset, file=str(f)) for t, f in zip(originals, files, strict=True)]
     order = None
     run_file = Path(args.output) / RUN_FILE
     if run_file.is_file():
@@ -50,6 +57,30 @@ def _rescore(args: argparse.Namespace) -> int:
     print(format_results(results))
     print(f"-> {path} (no model was called)")
     return 0
+
+
+def _rate_traces(args: argparse.Namespace, traces: list[Trace], files: list[Path]) -> list[Trace]:
+    """``--rescore --iq-rater MODEL``: every finished trace rated (cached answers reused) and rewritten."""
+    from simhub.cache import ContentCache
+    from simhub.cli.common import profile_for
+    from simhub.config import cache_root, load_profile
+    from simhub.simulation import load_options
+    from simhub.tutoring import write_trace
+    from simhub.tutoring.components import build_iq_rater
+    from simhub.tutoring.iq import rate_traces
+
+    raw = load_profile(args.profile)
+    sims = [args.iq_rater] if args.iq_rater in raw.simulators else []
+    tutors = [args.iq_rater] if args.iq_rater in raw.tutors else []
+    profile = profile_for(args, metrics=[], simulators=sims, tutors=tutors, loaded=raw)
+    rater = build_iq_rater(args.iq_rater, profile, load_options(profile))
+    cache = None if args.no_cache else ContentCache(cache_root(args.cache_dir), "tutor-bench")
+    rated, asked, hits = rate_traces(rater, traces, cache)
+    for before, after, f in zip(traces, rated, files, strict=True):
+        if after is not before:
+            write_trace(f, after)
+    print(f"IQ: {asked} conversations rated by {args.iq_rater} (answered from the cache: {hits})", file=sys.stderr)
+    return rated
 
 
 def _agree(args: argparse.Namespace, human_csv: str, run_dir: str) -> int:
@@ -98,7 +129,7 @@ def _tutor_bench(args: argparse.Namespace) -> int:
         parse_levels,
         summarize,
     )
-    from simhub.tutoring.components import OFFLINE, build_extractor, build_learner, needed_models
+    from simhub.tutoring.components import OFFLINE, build_extractor, build_iq_rater, build_learner, needed_models
     from simhub.tutoring.results import write_results
     from simhub.tutoring.tutors import SCRIPTED, check_tutor_names
 
@@ -112,7 +143,7 @@ def _tutor_bench(args: argparse.Namespace) -> int:
     check_output(args.output, folder=True)
     raw = load_profile(args.profile)
     check_tutor_names(args.tutor, raw)
-    models = needed_models(args.learner, args.extractor)
+    models = needed_models(args.learner, args.extractor, args.iq_rater)
     profile_tutors = [t for t in args.tutor if t not in SCRIPTED] + [m for m in models if m in raw.tutors]
     sims = [m for m in models if m in raw.simulators]
     profile = profile_for(args, metrics=[], simulators=sims or [], tutors=profile_tutors, loaded=raw)
@@ -126,6 +157,7 @@ def _tutor_bench(args: argparse.Namespace) -> int:
         raise ConfigError(f"--compare-extractor: {compare!r} is not auto, none, offline or offline:lexical",
                           field="compare_extractor")
     shadow = build_extractor(compare, profile, options) if compare != "none" and compare != args.extractor else None
+    rater = build_iq_rater(args.iq_rater, profile, options) if args.iq_rater else None
     tutors = [build_bench_tutor(t, profile, options) for t in dict.fromkeys(args.tutor)]
     items = load_items(args.items, args.n)
     bench = Bench(tutors, learner, extractor, preset,
@@ -134,7 +166,7 @@ def _tutor_bench(args: argparse.Namespace) -> int:
                   args.output, preset_name=args.preset,
                   info={"profile": raw.source or raw.name, "items": args.items, "n": args.n, "levels": levels,
                         "tutors": list(dict.fromkeys(args.tutor)), "learner_name": args.learner,
-                        "extractor_name": args.extractor}, shadow=shadow)
+                        "extractor_name": args.extractor}, shadow=shadow, rater=rater)
     done = {"n": 0}
     total = len(tutors) * len(items) * len(levels)
 
@@ -172,6 +204,9 @@ def register(sub) -> None:
     p.add_argument("--compare-extractor", default="auto", help="a second extractor run on every turn only to report "
                    "its agreement (Cohen's kappa): auto (offline when --extractor is a model, else none), none, "
                    "offline, offline:lexical")
+    p.add_argument("--iq-rater", metavar="MODEL", help="a profile model (simulators: or tutors:) that rates each "
+                   "finished conversation's interaction quality (IQ, 1-10) once; IQ then joins the results and R̄. "
+                   "With --rescore, rates the folder's traces and stores the ratings in them")
     p.add_argument("--items", default="sample", help="sample (the sample corpus's questions and their shipped IU "
                    "graphs) or an IU graph file whose graphs carry their question (default: sample)")
     p.add_argument("--levels", default="novice,intermediate,advanced", help="comma-separated: novice, intermediate, "

@@ -158,3 +158,31 @@ def graph_messages(question: str, reference: str | None, *, min_size: int = 10, 
         "Reply with {\"knowledge_areas\": [...], \"nodes\": [...], \"edges\": [...]}."
     )
     return [{"role": "system", "content": GRAPH_SYSTEM}, {"role": "user", "content": user}]
+
+
+IQ_PROMPT_VERSION = "iq-v1"
+
+#: The 1–10 scale of the interaction-quality rating, in bands of two (the survey item's five grades).
+IQ_BANDS = ((1, 2, "very poor"), (3, 4, "poor"), (5, 6, "average"), (7, 8, "good"), (9, 10, "excellent"))
+
+
+def iq_messages(question: str, turns: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    """The chat prompt that rates one whole tutoring conversation's interaction quality (IQ) on 1–10.
+
+    ``turns`` are (learner message, tutor reply) pairs in order. Answer: ``{"score": 1..10, "reason": "..."}``.
+    """
+    bands = "\n".join(f"- {lo}-{hi}: {name}" for lo, hi, name in IQ_BANDS)
+    system = (
+        "You review a finished chat between a tutor and a student working on one problem, and give the "
+        "interaction one overall grade: how good the exchange was as tutoring, taken as a whole (clear, "
+        "responsive to what the student said, correct, moving the student forward).\n"
+        f"Grade on a scale of 1 to 10:\n{bands}\n"
+        'Reply with one JSON object and nothing else: {"score": a whole number from 1 to 10, '
+        '"reason": "one or two sentences on why"}.')
+    lines = []
+    for k, (learner, tutor) in enumerate(turns, 1):
+        lines.append(f"[{k}] Student: {learner}")
+        lines.append(f"[{k}] Tutor: {tutor}")
+    chat = "\n".join(lines) if lines else "(no turns)"
+    user = f"The problem:\n{question}\n\nThe conversation:\n{chat}\n\nGrade the interaction."
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]

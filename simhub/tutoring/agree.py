@@ -7,7 +7,8 @@ KnowSim's validation protocol, against human ratings in a CSV file with one rati
 
 ``block`` (optional; one block if absent) groups conditions compared with one another, e.g. a study
 arm; ``level`` is novice, intermediate or advanced; ``condition`` names a tutor of the run; ``metric``
-is ``kg``, ``dc`` or ``co`` (or any other metric of the run's conversations, such as ``nkg``);
+is ``kg``, ``dc`` or ``co`` (or any other metric of the run's conversations, such as ``nkg``, and
+``iq`` when an IQ rater ran);
 ``value`` is a number. Higher means more of the metric on both sides (a human overload rating as CO).
 
 * **Sign agreement.** Within each (block, level) and metric, every pair of conditions is a contrast.
@@ -167,6 +168,8 @@ def _sim_values(traces: Sequence[Trace]) -> dict[tuple[str, str, str], list[floa
         for name, value in msgspec.structs.asdict(t.metrics).items():
             if isinstance(value, int | float):
                 out[(t.level, t.tutor, name)].append(float(value))
+        if t.iq is not None:  # the IQ rater's score, against the survey's interaction-quality item
+            out[(t.level, t.tutor, "iq")].append(float(t.iq))
     return out
 
 

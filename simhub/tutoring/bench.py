@@ -13,7 +13,8 @@ model and an endpoint gets a chunk's requests concurrently. Every model call's a
 under a hash of the model and everything its answer depends on (state, conversation, seed), and each
 conversation's trace is written the moment it ends: a killed run resumes, skipping finished traces,
 and repeats no call. A tutor, learner or extractor that fails marks its conversation failed with the
-cause; the run completes and counts it.
+cause; the run completes and counts it. With an IQ rater, every finished conversation of a chunk is
+rated once (one batched call) before its trace is written, so its trace holds the rating.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from simhub.learners.update import IUSignal, TurnRecord, update
 from simhub.models import Sampling
 from simhub.schema import Dialogue, Question, Turn, atomic_write_bytes
 from simhub.simulation.tutor import TutorTurn
+from simhub.tutoring.iq import RATER_FAILED, IQRater, rate_traces
 from simhub.tutoring.trace import Trace, TraceTurn, read_trace, trace_name, write_trace
 from simhub.tutoring.tutors import BenchRequest, BenchTutor
 
@@ -146,16 +148,20 @@ class Bench:
 
     def __init__(self, tutors: Sequence[BenchTutor], learner: Learner, extractor: Extractor, preset: Preset,
                  options: BenchOptions, output: str | os.PathLike[str], *, preset_name: str = "paper",
-                 info: Mapping[str, Any] | None = None, shadow: Extractor | None = None):
+                 info: Mapping[str, Any] | None = None, shadow: Extractor | None = None,
+                 rater: IQRater | None = None):
         self.tutors, self.learner, self.extractor, self.preset = list(tutors), learner, extractor, preset
         #: A second extractor run on every turn, only to report its agreement with ``extractor``.
         self.shadow = shadow
+        #: Rates every finished conversation's interaction quality once (IQ), when set.
+        self.rater = rater
         self.options, self.output, self.preset_name = options, Path(output), preset_name
         self.info = dict(info or {})
         from simhub.config import cache_root
 
         self.cache = None if options.no_cache else ContentCache(cache_root(options.cache_dir), "tutor-bench")
-        self.calls = {"learner": 0, "tutor": 0, "extractor": 0, **({"shadow": 0} if shadow else {})}
+        self.calls = {"learner": 0, "tutor": 0, "extractor": 0, **({"shadow": 0} if shadow else {}),
+                      **({"iq_rater": 0} if rater else {})}
         self.cache_hits = 0
 
     # ------------------------------------------------------------------------------- run settings
@@ -166,7 +172,8 @@ class Bench:
                 "shadow_extractor": self.shadow.describe() if self.shadow else None, "preset": self.preset_name,
                 "preset_fields": msgspec.to_builtins(self.preset), "seed": self.options.seed,
                 "full_length": self.options.full_length, "temperature": self.options.temperature,
-                "max_tokens": self.options.max_tokens}
+                "max_tokens": self.options.max_tokens,
+                **({"iq_rater": self.rater.describe()} if self.rater else {})}
 
     def _check_folder(self) -> None:
         import json
@@ -178,7 +185,10 @@ class Bench:
                 theirs = json.loads(run_file.read_text()).get("settings", {})
             except ValueError:
                 theirs = {}
-            for key, value in mine.items():
+            # The IQ rater is a setting only where one ran: a run without one into a rated folder differs too.
+            keys = [*mine, *(["iq_rater"] if "iq_rater" in theirs and "iq_rater" not in mine else [])]
+            for key in keys:
+                value = mine.get(key)
                 if json.dumps(theirs.get(key), sort_keys=True) != json.dumps(value, sort_keys=True):
                     raise DataError(f"{self.output}: holds a tutor-bench run with another {key}; resume it with the "
                                     f"same settings or choose another --output", file=str(run_file), field=key)
@@ -194,6 +204,7 @@ class Bench:
         folder = self.output / TRACES
         traces: dict[str, Trace] = {}
         todo: list[_Conv] = []
+        unrated: list[Path] = []
         for tutor in self.tutors:
             for item in items:
                 for level in levels:
@@ -202,18 +213,36 @@ class Bench:
                         old = read_trace(path)
                         if old.failed is None:  # failed conversations are tried again (their good calls are cached)
                             traces[path.name] = old
+                            if self.rater is not None and (old.iq_flag or "").startswith(RATER_FAILED):
+                                unrated.append(path)  # the rater failed last time: it is asked again
                             continue
                     start = initial_state(item.graph, level)
                     todo.append(_Conv(tutor, item, level, path, start, start))
         for k in range(0, len(todo), max(1, self.options.batch)):
-            for conv in self._run_chunk(todo[k:k + self.options.batch]):
-                trace = self._trace(conv)
+            chunk = self._run_chunk(todo[k:k + self.options.batch])
+            rated = self._rate([self._trace(conv) for conv in chunk])
+            for conv, trace in zip(chunk, rated, strict=True):
                 write_trace(conv.path, trace)
                 traces[conv.path.name] = trace
                 if on_trace:
                     on_trace(trace)
+        for k in range(0, len(unrated), max(1, self.options.batch)):
+            paths = unrated[k:k + self.options.batch]
+            for path, trace in zip(paths, self._rate([traces[p.name] for p in paths]), strict=True):
+                write_trace(path, trace)
+                traces[path.name] = trace
         order = [folder / trace_name(t.id, i.id, lv) for t in self.tutors for i in items for lv in levels]
         return [traces[p.name] for p in order]
+
+    def _rate(self, traces: list[Trace]) -> list[Trace]:
+        """The chunk's traces with their IQ, in one batched rater call (before they are written, so
+        a resumed run never asks again for a finished conversation)."""
+        if self.rater is None:
+            return traces
+        rated, asked, hits = rate_traces(self.rater, traces, self.cache)
+        self.calls["iq_rater"] += asked
+        self.cache_hits += hits
+        return rated
 
     def _run_chunk(self, convs: list[_Conv]) -> list[_Conv]:
         for turn in range(1, self.preset.max_turns + 1):

@@ -2,7 +2,8 @@
 
 * learner ``knowsim``: the knowledge-state learner speaking through the scripted stand-in;
   ``knowsim:MODEL``: the same learner role-played by ``MODEL``;
-* extractor ``offline`` (MiniLM similarity), ``offline:lexical`` (word overlap), or ``MODEL``.
+* extractor ``offline`` (MiniLM similarity), ``offline:lexical`` (word overlap), or ``MODEL``;
+* IQ rater (``--iq-rater``) ``MODEL``.
 
 ``MODEL`` is an entry of the profile's ``simulators:`` or ``tutors:`` section: an OpenAI-compatible
 endpoint (``kind: openai``, asked for JSON) or a local model.
@@ -16,6 +17,7 @@ from simhub.learners.chat import ChatModel, EndpointChat, LocalChat
 from simhub.learners.extract import Extractor, LLMExtractor, OfflineExtractor
 from simhub.learners.roleplay import BASELINE_STYLES, Learner, RolePlayLearner, ScriptedLearner, StatelessLearner
 from simhub.models import LoadOptions
+from simhub.tutoring.iq import IQRater
 
 LEARNERS = ("knowsim", "knowsim:MODEL", "zs:MODEL", "zs-cot:MODEL", "zs-cot-prof:MODEL")
 EXTRACTORS = ("offline", "offline:lexical", "MODEL")
@@ -42,9 +44,9 @@ def chat_model(name: str, profile: Profile | None, options: LoadOptions | None =
     raise UnknownNameError("model", name, model_names(profile), field=field)
 
 
-def needed_models(learner: str, extractor: str) -> list[str]:
-    """The profile entries the learner and extractor names refer to (to provision only those)."""
-    out = []
+def needed_models(learner: str, extractor: str, iq_rater: str | None = None) -> list[str]:
+    """The profile entries the learner, extractor and IQ rater names refer to (to provision only those)."""
+    out = [iq_rater] if iq_rater else []
     head = learner.split(":", 1)[0]
     if ":" in learner and (head == "knowsim" or head in BASELINE_STYLES):
         out.append(learner.split(":", 1)[1])
@@ -75,6 +77,11 @@ def build_extractor(name: str, profile: Profile | None, options: LoadOptions | N
     if name == "offline:lexical":
         return OfflineExtractor("lexical")
     return LLMExtractor(chat_model(name, profile, options, field="extractor"), name=name)
+
+
+def build_iq_rater(name: str, profile: Profile | None, options: LoadOptions | None = None) -> IQRater:
+    """The IQ rater of ``--iq-rater``: a profile model asked once per conversation (JSON mode on an endpoint)."""
+    return IQRater(chat_model(name, profile, options, field="iq_rater"), name=name)
 
 
 def knowsim_simulator(name: str, profile: Profile | None = None, options: LoadOptions | None = None):

@@ -1,7 +1,7 @@
 """The tutor-bench section of ``simhub report`` (the command line puts it on the page,
 :func:`simhub.evaluation.report.render_report`'s ``sections``): a ``simhub tutor-bench`` run directory (its
-``results.json`` and ``traces/``) as a leaderboard with intervals, the tutor × level table, the paired
-comparisons, and three figures drawn from the traces:
+``results.json`` and ``traces/``) as a leaderboard with intervals (IQ a column of its own when an IQ
+rater ran), the tutor × level table, the paired comparisons, and three figures drawn from the traces:
 
 * knowledge gain along the conversation, per level (the mean KG after each turn, a conversation that
   has ended keeping its final value);
@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 
+import msgspec
+
 from simhub.learners.metrics import FAILURE_MODES, knowledge_gain
 from simhub.learners.state import LEVELS
 from simhub.plotting import RC as _RC
@@ -28,7 +30,7 @@ from simhub.plotting import RUN_COLOURS as _RUN_COLOURS
 from simhub.plotting import legend_above as _legend_above
 from simhub.plotting import new_figure as _new_figure
 from simhub.plotting import svg_markup
-from simhub.tutoring.results import METRICS, RESULTS_FILE, RESULTS_KIND, BenchResults, Estimate, read_results
+from simhub.tutoring.results import ALL_METRICS, RESULTS_FILE, RESULTS_KIND, BenchResults, Estimate, read_results
 from simhub.tutoring.trace import Trace, read_trace
 
 #: The section's id and heading on the report page.
@@ -36,7 +38,7 @@ SECTION = ("tutor-bench", "Tutor bench")
 
 #: Colours of the failure modes, in FAILURE_MODES order (colour-blind safe).
 _MODE_COLOURS = ("#BBBBBB", "#CC79A7", "#009E73", "#D55E00", "#E69F00")
-_LABELS = {"kg": "KG", "nkg": "normalised KG", "dc": "DC", "co": "CO"}
+_LABELS = {"kg": "KG", "nkg": "normalised KG", "dc": "DC", "co": "CO", "iq": "IQ"}
 
 
 @dataclass(frozen=True)
@@ -79,21 +81,23 @@ def _estimate(e: Estimate | None, digits: int = 2) -> str:
 
 
 def _arrow(metric: str) -> str:
-    return "↑" if METRICS[metric] else "↓"
+    return "↑" if ALL_METRICS.get(metric, True) else "↓"
 
 
 def _leaderboard(r: BenchResults) -> str:
     ordered = sorted(r.tutors, key=lambda t: (t.mean_rank is None, t.mean_rank or 0.0))
-    head = "".join(f"<th>{_LABELS[m]} {_arrow(m)}</th>" for m in METRICS)
+    metrics = r.metric_names()
+    over = ", ".join(_LABELS[m] for m in r.ranked()[:-1]) + f" and {_LABELS[r.ranked()[-1]]}"
+    head = "".join(f"<th>{_LABELS[m]} {_arrow(m)}</th>" for m in metrics)
     rows = []
     for t in ordered:
-        cells = "".join(f"<td>{_estimate(t.marginal.get(m))}</td>" for m in METRICS)
+        cells = "".join(f"<td>{_estimate(t.marginal.get(m))}</td>" for m in metrics)
         rank = "—" if t.mean_rank is None else f"{t.mean_rank:.2f}"
         failed = f' <span class="warn">{t.failed} failed</span>' if t.failed else ""
         rows.append(f"<tr><th scope=\"row\">{_e(t.tutor)}</th>{cells}<td>{rank}</td>"
                     f"<td>{t.conversations}{failed}</td></tr>")
     return (f'<div class="table-wrap"><table class="bench-leaderboard"><caption>Level-marginalised means (the mean of the level means) '
-            f"with item-bootstrap 95% intervals ({r.n_resamples} resamples); R̄ is the mean rank over KG, DC and CO "
+            f"with item-bootstrap 95% intervals ({r.n_resamples} resamples); R̄ is the mean rank over {over} "
             f"(lower is better). Preset {_e(r.preset)}, {r.items} items, levels {_e(', '.join(r.levels))}.</caption>"
             f"<thead><tr><th>tutor</th>{head}<th>R̄ ↓</th><th>conversations</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table></div>")
@@ -271,10 +275,12 @@ def bench_section(benches: Sequence[Bench]) -> tuple[str, str, str]:
         sid = f"bench-{k}"
         failed = (f' <span class="warn">{r.failed} of {r.conversations} conversations failed; they are left out of '
                   f"every aggregate and counted beside it.</span>") if r.failed else ""
+        ratings = "" if isinstance(r.flagged_ratings, msgspec.UnsetType) else \
+            f" IQ was rated by an LLM rater; {r.flagged_ratings} ratings were unusable and are left out of IQ."
         parts.append(
             f'<h3 id="{sid}">{_e(bench.name)}</h3>'
             f"<p>{r.conversations} conversations, {r.flagged_turns} flagged turns (an unusable learner or extractor "
-            f"answer, kept and advancing nothing).{failed}</p>"
+            f"answer, kept and advancing nothing).{ratings}{failed}</p>"
             + _leaderboard(r) + _level_table(r) + _comparisons(r)
             + _figure(f"{sid}-kg", "Knowledge gain along the conversation",
                       "Mean KG after each turn, per level; a conversation that has ended keeps its final KG.",

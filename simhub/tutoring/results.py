@@ -7,6 +7,9 @@ paired tutor comparisons, the tutor × level table and the failure modes; and re
   item resamples.
 * Ranks per metric across tutors on the marginalised means (KG, NKG and DC higher is better, CO lower;
   ties share their mean rank) and the mean rank R̄ over KG, DC and CO.
+* IQ (interaction quality, 1..10 from an LLM rater, higher is better) joins every one of these, R̄
+  included, when any trace holds a score; flagged ratings are counted like flagged turns. Without IQ
+  the results are the version-1 document, unchanged; with IQ they are version 2.
 * Paired comparisons: every pair of tutors on the same (item, level) conversations where neither
   failed, per level and pooled: the mean difference, its paired item-bootstrap interval and a
   permutation test flipping whole items, Holm-adjusted over the whole family.
@@ -41,11 +44,17 @@ from simhub.stats import cluster_mean_ci, holm, paired_compare
 from simhub.tutoring.trace import Trace, read_document
 
 RESULTS_KIND = "simhub-tutor-bench-results"
-RESULTS_VERSION = 1
+RESULTS_VERSION = 2
+#: The versions :func:`read_results` reads (1 has no IQ and no flagged-rating counts).
+RESULTS_READS = (1, 2)
 RESULTS_FILE = "results.json"
 #: The metrics reported, and whether higher is better.
 METRICS: dict[str, bool] = {"kg": True, "nkg": True, "dc": True, "co": False}
 RANKED = ("kg", "dc", "co")
+#: Interaction quality, reported and ranked (higher is better) only when a trace holds a score.
+IQ = "iq"
+#: Every metric a results document can hold, and whether higher is better.
+ALL_METRICS: dict[str, bool] = {**METRICS, IQ: True}
 
 
 class Estimate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -63,6 +72,8 @@ class LevelResult(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     stops: dict[str, int]
     failure_modes: dict[str, int]
     failure_shares: dict[str, float]
+    #: Unusable IQ ratings (version 2; absent when no IQ rater ran).
+    flagged_ratings: int | msgspec.UnsetType = msgspec.UNSET
 
 
 class TutorResult(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -74,6 +85,7 @@ class TutorResult(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     marginal: dict[str, Estimate]
     ranks: dict[str, float]
     mean_rank: float | None
+    flagged_ratings: int | msgspec.UnsetType = msgspec.UNSET
 
 
 class Comparison(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -119,10 +131,26 @@ class BenchResults(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     extractor_agreement: ExtractorAgreement | None = None
     n_resamples: int = 2000
     seed: int = 0
+    flagged_ratings: int | msgspec.UnsetType = msgspec.UNSET
+
+    def metric_names(self) -> list[str]:
+        """The metrics this document reports: KG, NKG, DC, CO, and IQ when any tutor has it."""
+        return [*METRICS, *([IQ] if any(IQ in t.marginal for t in self.tutors) else [])]
+
+    def ranked(self) -> list[str]:
+        """The metrics R̄ is the mean rank over."""
+        return [*RANKED, *([IQ] if any(IQ in t.marginal for t in self.tutors) else [])]
 
 
 def _value(m: ConversationMetrics, name: str) -> float:
     return float(getattr(m, name))
+
+
+def _score(t: Trace, name: str) -> float | None:
+    """A scored conversation's value of ``name`` (None for IQ when it has no rating)."""
+    if name == IQ:
+        return None if t.iq is None else float(t.iq)
+    return _value(t.metrics, name)  # type: ignore[arg-type]
 
 
 def _estimate(values: Sequence[float], clusters: Sequence[str], n_resamples: int, seed: int) -> Estimate:
@@ -198,6 +226,13 @@ def summarize(traces: Sequence[Trace], *, preset: str, settings: dict[str, Any] 
     rank = {t: i for i, t in enumerate(tutors)}
     traces = sorted(traces, key=lambda t: (rank[t.tutor], t.item, LEVELS.index(t.level) if t.level in LEVELS else 9))
     levels = [lv for lv in LEVELS if any(t.level == lv for t in traces)]
+    rated = any(t.rated for t in traces)
+    metrics = {**METRICS, **({IQ: True} if any(t.iq is not None for t in traces) else {})}
+    ranked = [*RANKED, *([IQ] if IQ in metrics else [])]
+
+    def flagged(ts: Sequence[Trace]) -> int | msgspec.UnsetType:
+        return sum(1 for t in ts if t.iq_flag is not None) if rated else msgspec.UNSET
+
     per_tutor: list[TutorResult] = []
     for tutor in tutors:
         mine = [t for t in traces if t.tutor == tutor]
@@ -210,52 +245,63 @@ def summarize(traces: Sequence[Trace], *, preset: str, settings: dict[str, Any] 
             for t in good:
                 modes.update(t.metrics.failure_modes)  # type: ignore[union-attr]
             total = sum(modes.values())
+            estimates = {}
+            for m in metrics:
+                scored = [(v, t.item) for t in good if (v := _score(t, m)) is not None]
+                estimates[m] = _estimate([v for v, _ in scored], [i for _, i in scored], n_resamples, seed)
             level_results[level] = LevelResult(
                 conversations=len(at), failed=len(at) - len(good), flagged_turns=sum(t.flagged_turns for t in at),
                 mean_turns=float(np.mean([len(t.turns) for t in good])) if good else None,
-                metrics={m: _estimate([_value(t.metrics, m) for t in good], [t.item for t in good], n_resamples, seed)
-                         for m in METRICS},
+                metrics=estimates,
                 stops=dict(Counter(t.stop_reason or "none" for t in at)),
                 failure_modes={m: modes.get(m, 0) for m in FAILURE_MODES},
-                failure_shares={m: (modes.get(m, 0) / total if total else 0.0) for m in FAILURE_MODES})
-        marginal = {m: _marginal([_value(t.metrics, m) for t in ok], [t.item for t in ok], [t.level for t in ok],
-                                 n_resamples, seed) for m in METRICS}
+                failure_shares={m: (modes.get(m, 0) / total if total else 0.0) for m in FAILURE_MODES},
+                flagged_ratings=flagged(at))
+        marginal = {}
+        for m in metrics:
+            scored_t = [(v, t) for t in ok if (v := _score(t, m)) is not None]
+            marginal[m] = _marginal([v for v, _ in scored_t], [t.item for _, t in scored_t],
+                                    [t.level for _, t in scored_t], n_resamples, seed)
         per_tutor.append(TutorResult(tutor=tutor, conversations=len(mine), failed=len(mine) - len(ok),
                                      flagged_turns=sum(t.flagged_turns for t in mine), levels=level_results,
-                                     marginal=marginal, ranks={}, mean_rank=None))
-    for m in RANKED:
-        ranks = _ranks({r.tutor: r.marginal[m].mean for r in per_tutor}, METRICS[m])
+                                     marginal=marginal, ranks={}, mean_rank=None, flagged_ratings=flagged(mine)))
+    for m in ranked:
+        ranks = _ranks({r.tutor: r.marginal[m].mean for r in per_tutor}, metrics[m])
         for r in per_tutor:
             if r.tutor in ranks:
                 r.ranks[m] = ranks[r.tutor]
     for r in per_tutor:
-        r.mean_rank = float(np.mean([r.ranks[m] for m in RANKED])) if all(m in r.ranks for m in RANKED) else None
+        r.mean_rank = float(np.mean([r.ranks[m] for m in ranked])) if all(m in r.ranks for m in ranked) else None
 
-    comparisons = _compare(traces, tutors, levels, n_resamples, seed)
+    comparisons = _compare(traces, tutors, levels, metrics, n_resamples, seed)
     failures = [{"id": t.id, "cause": t.failed} for t in traces if t.failed is not None]
     return BenchResults(
+        schema_version=RESULTS_VERSION if rated else 1,
         created=datetime.now(UTC).isoformat(timespec="seconds"), simhub_version=__version__, preset=preset,
         levels=levels, items=len({t.item for t in traces}), conversations=len(traces), failed=len(failures),
         flagged_turns=sum(t.flagged_turns for t in traces), tutors=per_tutor, comparisons=comparisons,
         failures=failures, settings=dict(settings or {}), extractor_agreement=extractor_agreement(traces),
-        n_resamples=n_resamples, seed=seed)
+        n_resamples=n_resamples, seed=seed, flagged_ratings=flagged(traces))
 
 
-def _compare(traces: Sequence[Trace], tutors: list[str], levels: list[str], n_resamples: int,
-             seed: int) -> list[Comparison]:
+def _compare(traces: Sequence[Trace], tutors: list[str], levels: list[str], metrics: dict[str, bool],
+             n_resamples: int, seed: int) -> list[Comparison]:
     index = {(t.tutor, t.item, t.level): t for t in traces if t.failed is None and t.metrics is not None}
     out: list[Comparison] = []
     for a, b in itertools.combinations(tutors, 2):
         for level in [*levels, "all"]:
-            keys = sorted({(i, lv) for (tu, i, lv) in index if tu == a and (level == "all" or lv == level)
-                           and (b, i, lv) in index})
-            for m in METRICS:
+            common = sorted({(i, lv) for (tu, i, lv) in index if tu == a and (level == "all" or lv == level)
+                             and (b, i, lv) in index})
+            for m in metrics:
+                # A pair counts for a metric where both conversations have it (IQ may be unrated).
+                keys = [k for k in common if _score(index[(a, *k)], m) is not None
+                        and _score(index[(b, *k)], m) is not None]
                 if not keys:
                     out.append(Comparison(a=a, b=b, metric=m, level=level, n=0, a_mean=None, b_mean=None, diff=None,
                                           ci95=None, p=None, p_holm=None))
                     continue
-                xa = [_value(index[(a, i, lv)].metrics, m) for i, lv in keys]
-                xb = [_value(index[(b, i, lv)].metrics, m) for i, lv in keys]
+                xa = [float(_score(index[(a, i, lv)], m)) for i, lv in keys]  # type: ignore[arg-type]
+                xb = [float(_score(index[(b, i, lv)], m)) for i, lv in keys]  # type: ignore[arg-type]
                 if len({i for i, _ in keys}) < 2:  # one item: a difference, but no test
                     diff = float(np.mean(xa) - np.mean(xb))
                     out.append(Comparison(a=a, b=b, metric=m, level=level, n=len(keys), a_mean=float(np.mean(xa)),
@@ -347,7 +393,7 @@ def write_results(results: BenchResults, output: str | os.PathLike[str]) -> Path
 
 
 def read_results(path: str | os.PathLike[str]) -> BenchResults:
-    return read_document(path, BenchResults, RESULTS_KIND, (RESULTS_VERSION,), "results ", "not tutor-bench results")
+    return read_document(path, BenchResults, RESULTS_KIND, RESULTS_READS, "results ", "not tutor-bench results")
 
 
 # -------------------------------------------------------------------------------------------- console
@@ -362,20 +408,25 @@ def _fmt(e: Estimate, digits: int) -> str:
 
 def format_results(results: BenchResults) -> str:
     width = max([len(r.tutor) for r in results.tutors] + [5])
-    head = f"{'tutor':<{width}}  {'level':<12}{'n':>4}{'fail':>5}  {'KG':<22}{'DC':<22}{'CO':<22}"
+    has_iq = IQ in results.metric_names()
+    ranked = results.ranked()
+    shown = [("kg", 1), ("dc", 3), ("co", 3), *([(IQ, 1)] if has_iq else [])]
+    head = f"{'tutor':<{width}}  {'level':<12}{'n':>4}{'fail':>5}  " + "".join(f"{m.upper():<22}" for m, _ in shown)
     lines = [head, "-" * len(head)]
+
+    def cells(estimates: dict[str, Estimate]) -> str:
+        return "".join(f"{_fmt(estimates[m], d) if m in estimates else '-':<22}" for m, d in shown)
+
     for r in results.tutors:
         for level, lr in r.levels.items():
-            lines.append(f"{r.tutor:<{width}}  {level:<12}{lr.conversations:>4}{lr.failed:>5}  "
-                         f"{_fmt(lr.metrics['kg'], 1):<22}{_fmt(lr.metrics['dc'], 3):<22}{_fmt(lr.metrics['co'], 3):<22}")
-        lines.append(f"{r.tutor:<{width}}  {'(marginal)':<12}{r.conversations:>4}{r.failed:>5}  "
-                     f"{_fmt(r.marginal['kg'], 1):<22}{_fmt(r.marginal['dc'], 3):<22}{_fmt(r.marginal['co'], 3):<22}")
+            lines.append(f"{r.tutor:<{width}}  {level:<12}{lr.conversations:>4}{lr.failed:>5}  {cells(lr.metrics)}")
+        lines.append(f"{r.tutor:<{width}}  {'(marginal)':<12}{r.conversations:>4}{r.failed:>5}  {cells(r.marginal)}")
     lines.append("")
-    lines.append(f"{'tutor':<{width}}  rank KG  DC  CO   mean rank")
+    lines.append(f"{'tutor':<{width}}  rank {'  '.join(m.upper() for m in ranked)}   mean rank")
     for r in sorted(results.tutors, key=lambda r: (r.mean_rank is None, r.mean_rank or 0)):
-        rk = "  ".join(f"{r.ranks.get(m, float('nan')):.1f}" for m in RANKED)
+        rk = "  ".join(f"{r.ranks.get(m, float('nan')):.1f}" for m in ranked)
         lines.append(f"{r.tutor:<{width}}  {rk}   {r.mean_rank:.2f}" if r.mean_rank is not None else f"{r.tutor}  -")
-    pooled = [c for c in results.comparisons if c.level == "all" and c.metric in RANKED]
+    pooled = [c for c in results.comparisons if c.level == "all" and c.metric in ranked]
     if pooled:
         lines.append("")
         lines.append("paired (all levels, items as clusters; permutation test, Holm over every comparison)")
@@ -394,5 +445,8 @@ def format_results(results: BenchResults) -> str:
         lines.append(f"extractor agreement with {ea.against} over {ea.labels} labels: kappa teaching_quality "
                      f"{k(ea.teaching_quality)}, user_attempt_type {k(ea.user_attempt_type)}")
     lines.append("")
-    lines.append(f"{results.conversations} conversations, {results.failed} failed, {results.flagged_turns} flagged turns")
+    ratings = "" if isinstance(results.flagged_ratings, msgspec.UnsetType) else \
+        f", {results.flagged_ratings} flagged IQ ratings"
+    lines.append(f"{results.conversations} conversations, {results.failed} failed, {results.flagged_turns} flagged turns"
+                 f"{ratings}")
     return "\n".join(lines)

@@ -3,9 +3,10 @@
 A :class:`Trace` holds the item's IU graph, the learner's initial state, and per turn the learner's
 message (with its thought, attempt flag and articulation mode), the tutor's reply, the extractor's
 per-IU signals (or why its answer was flagged) and the turn's record under the run's preset (state,
-loads, τ, η, E/Z/A sets). It also names the models, the seeds, the stop and any failure. Traces are
-written atomically; :func:`read_trace` refuses a file of another or newer ``schema_version`` with a
-message that names it.
+loads, τ, η, E/Z/A sets). It also names the models, the seeds, the stop and any failure, and, when an
+IQ rater ran, the conversation's interaction-quality score (or why the rating was flagged). Traces
+are written atomically; :func:`read_trace` reads versions 1 (no IQ fields: a trace without IQ) and
+2, and refuses another or newer ``schema_version`` with a message that names it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from simhub.runformat import check_version, convert_checked
 from simhub.schema import atomic_write_bytes
 
 TRACE_KIND = "simhub-tutor-bench-trace"
-TRACE_VERSION = 1
+TRACE_VERSION = 2
+#: The versions :func:`read_trace` reads (1 has no IQ fields; it reads as a trace without IQ).
+TRACE_READS = (1, 2)
 
 
 class TraceTurn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -73,6 +76,16 @@ class Trace(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     seed: int = 0
     failed: str | None = None
     metrics: ConversationMetrics | None = None
+    #: Interaction quality (1..10) from the run's IQ rater (version 2); None when no rater ran or
+    #: its answer was unusable, in which case ``iq_flag`` says why.
+    iq: int | None = None
+    iq_reason: str | None = None
+    iq_flag: str | None = None
+
+    @property
+    def rated(self) -> bool:
+        """An IQ rater looked at this conversation (its rating is a score or a flag)."""
+        return self.iq is not None or self.iq_flag is not None
 
     @property
     def flagged_turns(self) -> int:
@@ -90,6 +103,10 @@ def trace_name(tutor: str, item: str, level: str) -> str:
 
 
 def write_trace(path: str | os.PathLike[str], trace: Trace) -> None:
+    """Write ``trace`` atomically, always in the current layout (a version-1 trace read and rewritten,
+    e.g. after rating its IQ, becomes version 2)."""
+    if trace.schema_version != TRACE_VERSION:
+        trace = msgspec.structs.replace(trace, schema_version=TRACE_VERSION)
     atomic_write_bytes(path, msgspec.json.encode(trace))
 
 
@@ -115,5 +132,5 @@ def read_document(path: str | os.PathLike[str], type: type[S], kind: str, versio
 
 
 def read_trace(path: str | os.PathLike[str]) -> Trace:
-    return read_document(path, Trace, TRACE_KIND, (TRACE_VERSION,), "trace ",
+    return read_document(path, Trace, TRACE_KIND, TRACE_READS, "trace ",
                          f"not a tutor-bench trace (kind {TRACE_KIND!r} expected)")

@@ -1,0 +1,116 @@
+"""Interaction quality (IQ): one LLM rating of a whole finished conversation, on a 1–10 scale.
+
+IQ mirrors the survey item a human rater answers after a conversation (1–2 very poor, 3–4 poor,
+5–6 average, 7–8 good, 9–10 excellent). It is the one tutor-bench metric that needs no knowledge
+state, so a stateless learner's runs can have it too. :class:`IQRater` asks a chat model (a profile
+entry; an OpenAI-compatible endpoint in JSON mode) once per conversation. An answer that is not a
+JSON object, lacks an integer ``score`` or puts it outside 1..10 is a **flagged** rating: the trace
+keeps the cause and no score, and the results count it next to the flagged turns. A rater that fails
+(an endpoint down after its retries) flags the rating with its cause too (``rater: ...``; such a
+rating is asked again when the run is resumed); the conversation itself is not failed, because its
+KG, DC and CO stand without IQ.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from simhub.cache import ContentCache, fingerprint
+from simhub.learners.chat import ChatModel
+from simhub.tutoring.trace import Trace
+
+IQ_MIN, IQ_MAX = 1, 10
+#: How the flag of a rating whose rater failed begins (a resumed run asks again for those).
+RATER_FAILED = "rater: "
+
+
+class IQRating(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """A score in 1..10 with the rater's reason, or ``flagged`` (why the answer was unusable)."""
+
+    score: int | None = None
+    reason: str = ""
+    flagged: str | None = None
+    #: The rater failed (no answer); such ratings are not cached, so a later rescore asks again.
+    error: bool = False
+
+
+def parse_rating(text: str) -> IQRating:
+    """The rating in a rater's answer; a flagged rating naming the problem when it is unusable."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return IQRating(flagged="not JSON")
+    if not isinstance(data, dict):
+        return IQRating(flagged="not a JSON object")
+    score = data.get("score")
+    if isinstance(score, float) and score.is_integer():
+        score = int(score)
+    if isinstance(score, bool) or not isinstance(score, int):
+        return IQRating(flagged="no integer score")
+    if not IQ_MIN <= score <= IQ_MAX:
+        return IQRating(flagged=f"score {score} outside {IQ_MIN}..{IQ_MAX}")
+    reason = data.get("reason")
+    return IQRating(score=score, reason=reason[:1000] if isinstance(reason, str) else "")
+
+
+class IQRater:
+    """Rates conversations through ``chat`` with simhub's IQ prompt (``simhub.prompts.learners``)."""
+
+    def __init__(self, chat: ChatModel, *, name: str = "iq", temperature: float = 0.0, max_tokens: int = 300):
+        self.chat, self.id, self.temperature, self.max_tokens = chat, name, temperature, max_tokens
+
+    def describe(self) -> dict[str, Any]:
+        from simhub.prompts.learners import IQ_PROMPT_VERSION
+
+        return {"id": self.id, "kind": "llm", "model": self.chat.describe(), "prompt": IQ_PROMPT_VERSION,
+                "temperature": self.temperature}
+
+    def rate(self, conversations: Sequence[tuple[str, Sequence[tuple[str, str]]]]) -> list[IQRating]:
+        """One rating per (question, [(learner, tutor), ...]); never raises for one of them."""
+        from simhub.prompts.learners import iq_messages
+
+        if not conversations:
+            return []
+        prompts = [iq_messages(q, turns) for q, turns in conversations]
+        try:
+            answers = self.chat.chat(prompts, json_mode=True, temperature=self.temperature,
+                                     max_tokens=self.max_tokens, seeds=[0] * len(prompts))
+        except Exception as exc:  # a broken rater flags these ratings; the run goes on
+            return [IQRating(flagged=f"{RATER_FAILED}{type(exc).__name__}: {str(exc)[:200]}", error=True) for _ in prompts]
+        return [parse_rating(a.text) if a.ok else IQRating(flagged=f"{RATER_FAILED}{a.error}", error=True) for a in answers]
+
+
+def conversation_of(trace: Trace) -> tuple[str, list[tuple[str, str]]]:
+    return trace.question, [(t.learner, t.tutor) for t in trace.turns]
+
+
+def rate_traces(rater: IQRater, traces: Sequence[Trace], cache: ContentCache | None = None) -> tuple[list[Trace], int, int]:
+    """``traces`` with their IQ filled in by ``rater`` (failed conversations and ones without turns are
+    left as they are), and how many ratings were asked and answered from ``cache``. A usable or
+    flagged answer is cached under the rater and the conversation; a rater failure is not."""
+    me = rater.describe()
+    out = list(traces)
+    todo = [i for i, t in enumerate(out) if t.failed is None and t.turns]
+    keys = {i: fingerprint(["iq", me, *conversation_of(out[i])]) for i in todo}
+    ratings: dict[int, IQRating] = {}
+    hits = 0
+    if cache is not None:
+        for i in todo:
+            hit = cache.get(keys[i])
+            if hit is not None:
+                ratings[i] = msgspec.convert(hit, IQRating)
+                hits += 1
+    ask = [i for i in todo if i not in ratings]
+    for i, rating in zip(ask, rater.rate([conversation_of(out[i]) for i in ask]), strict=True):
+        ratings[i] = rating
+        if cache is not None and not rating.error:
+            cache.put(keys[i], msgspec.to_builtins(rating))
+    for i, rating in ratings.items():
+        t = out[i]
+        out[i] = msgspec.structs.replace(t, iq=rating.score, iq_reason=rating.reason or None, iq_flag=rating.flagged,
+                                         models={**t.models, "iq_rater": me})
+    return out, len(ask), hits
