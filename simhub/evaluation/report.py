@@ -463,20 +463,21 @@ def _render_figure(spec: FigureSpec, ctx: ReportContext) -> str:
             f"<figcaption><strong>{_e(spec.title)}.</strong> {_e(spec.caption)}</figcaption></figure>")
 
 
-def _sections_page(sections: Sequence[tuple[str, str, str]], title: str | None) -> str:
+def _page(title: str, subtitle: str, nav: Sequence[tuple[str, str]], sections: Sequence[str], footer: str) -> str:
+    """The self-contained HTML page: head with the inline CSS, the title, ``subtitle`` (HTML) with the
+    generation time and simhub's version, the contents ``nav`` of (id, heading), the sections (HTML)."""
     version = _version()
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    title = title or ", ".join(head for _, head, _ in sections)
-    nav_html = "".join(f'<li><a href="#{_e(sid)}">{_e(head)}</a></li>' for sid, head, _ in sections)
+    nav_html = "".join(f'<li><a href="#{_e(sid)}">{_e(head)}</a></li>' for sid, head in nav)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<meta name="generator" content="simhub {_e(version)}"><title>{_e(title)}</title>'
         f"<style>{_CSS}</style></head><body>"
-        f'<header><h1>{_e(title)}</h1><p class="muted">generated {generated} by simhub {_e(version)}</p>'
+        f'<header><h1>{_e(title)}</h1><p class="muted">{subtitle}generated {generated} by simhub {_e(version)}</p>'
         f'<nav aria-label="Contents"><ol>{nav_html}</ol></nav></header>'
-        f"<main>{''.join(body for _, _, body in sections)}</main>"
-        "<footer>This page is self-contained: it loads nothing from the network.</footer></body></html>\n"
+        f"<main>{''.join(sections)}</main>"
+        f"<footer>This page is self-contained: it loads nothing from the network.{footer}</footer></body></html>\n"
     )
 
 
@@ -490,55 +491,41 @@ def render_report(runs: Sequence[Run], *, title: str | None = None,
     """
     require("matplotlib", "report")
     if not runs and sections:
-        return _sections_page(sections, title)
+        return _page(title or ", ".join(head for _, head, _ in sections), "",
+                     [(sid, head) for sid, head, _ in sections], [body for _, _, body in sections], "")
     if not runs:
         raise ConfigError("a report needs at least one run directory", field="run_dirs")
-    more = tuple(sections)
     ranked = rank_runs(runs)
     ctx = report_context(ranked)
     names = ctx.names
     if title is None:  # every run, in leaderboard order: a reader should not have to guess what is compared
         title = f"Simulated-student realism: {', '.join(names[id(r)] for r in ctx.runs)}"
-    version = _version()
-    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-    sections = [
+    core = [
         ("table1-section", "Leaderboard" if len(runs) > 1 else "Table 1", _table1(ranked, names)),
         ("figures", "Distributions", "".join(_render_figure(spec, ctx) for spec in TURN_FIGURES)),
     ]
     dialogue = _dialogue_section(ctx)
-    nav_extra = [("dialogue-level", "Dialogue-level realism")] if dialogue else []
+    nav = [(sid, head) for sid, head, _ in core] + ([("dialogue-level", "Dialogue-level realism")] if dialogue else [])
     sections_html = [
         f'<section id="{sid}" aria-labelledby="{sid}-h"><h2 id="{sid}-h">{_e(head)}</h2>{body}</section>'
-        for sid, head, body in sections
+        for sid, head, body in core
     ]
     if dialogue:
         sections_html.append(dialogue)
-    for sid, head, body in more:
+    for sid, head, body in sections:
         sections_html.append(body)
-        nav_extra.append((sid, head))
+        nav.append((sid, head))
     sections_html.append('<section id="examples" aria-labelledby="examples-h"><h2 id="examples-h">Examples</h2>'
                          "<p>The same real turns for every run, with each simulator's turn in their place "
                          f"(real act · correctness label; predicted act · judge verdict).</p>{_examples(ctx)}"
                          "</section>")
     sections_html.append('<section id="provenance" aria-labelledby="provenance-h"><h2 id="provenance-h">'
                          "Provenance</h2>" + "".join(_provenance(r, names[id(r)]) for r in ctx.runs) + "</section>")
-    nav = [(sid, head) for sid, head, _ in sections] + nav_extra + [("examples", "Examples"),
-                                                                    ("provenance", "Provenance")]
-    nav_html = "".join(f'<li><a href="#{sid}">{_e(head)}</a></li>' for sid, head in nav)
+    nav += [("examples", "Examples"), ("provenance", "Provenance")]
     plural = "s" if len(runs) > 1 else ""
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f'<meta name="generator" content="simhub {_e(version)}"><title>{_e(title)}</title>'
-        f"<style>{_CSS}</style></head><body>"
-        f'<header><h1>{_e(title)}</h1><p class="muted">{len(runs)} run{plural} · turn-level realism of simulated '
-        "students against the real student turns they replace (teacher forcing) · generated "
-        f'{generated} by simhub {_e(version)}</p><nav aria-label="Contents"><ol>{nav_html}</ol></nav></header>'
-        f"<main>{''.join(sections_html)}</main>"
-        "<footer>This page is self-contained: it loads nothing from the network. Published rows: "
-        f"{_e(PAPER)}.</footer></body></html>\n"
-    )
+    subtitle = (f"{len(runs)} run{plural} · turn-level realism of simulated students against the real student turns "
+                "they replace (teacher forcing) · ")
+    return _page(title, subtitle, nav, sections_html, f" Published rows: {_e(PAPER)}.")
 
 
 def write_report(run_dirs: Sequence[str | PathLike[str] | Run], output: str | PathLike[str], *,
