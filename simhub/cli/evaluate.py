@@ -140,8 +140,9 @@ def _report(args: argparse.Namespace) -> int:
     from simhub.tutoring.report import bench_section, is_tutor_bench, load_bench
 
     check_output(args.output, folder=False, make_folders=False)
-    benches = [load_bench(d) for d in args.runs if is_tutor_bench(d)]
-    runs = [load_run(d) for d in args.runs if not is_tutor_bench(d)]
+    bench_dirs = {d for d in args.runs if is_tutor_bench(d)}
+    benches = [load_bench(d) for d in args.runs if d in bench_dirs]
+    runs = [load_run(d) for d in args.runs if d not in bench_dirs]
     path = write_report(runs, args.output, title=args.title, sections=[bench_section(benches)] if benches else [])
     if args.json:
         print(json.dumps(table1_data(runs), indent=2))

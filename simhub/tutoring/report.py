@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -32,6 +33,9 @@ from simhub.plotting import new_figure as _new_figure
 from simhub.plotting import svg_markup
 from simhub.tutoring.results import ALL_METRICS, RESULTS_FILE, RESULTS_KIND, BenchResults, Estimate, read_results
 from simhub.tutoring.trace import Trace, read_trace
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: The section's id and heading on the report page.
 SECTION = ("tutor-bench", "Tutor bench")
@@ -181,88 +185,79 @@ def _turn_axis(ax, turns: int) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def _svg(fig, salt: str, label: str) -> str:
+def _figure(fid: str, title: str, caption: str, label: str, draw: Callable[..., Figure | None], *args) -> str:
+    """``draw(*args)`` (under the report's matplotlib settings) as an inline SVG figure with its caption, or
+    a note when it has nothing to draw."""
     import matplotlib as mpl
 
     with mpl.rc_context(_RC):
-        return svg_markup(fig, salt, label)
-
-
-def _figure(fid: str, title: str, caption: str, svg: str | None) -> str:
-    body = svg if svg is not None else '<p class="empty">No finished conversation has the data for this figure.</p>'
+        fig = draw(*args)
+    body = ('<p class="empty">No finished conversation has the data for this figure.</p>' if fig is None
+            else svg_markup(fig, fid, label))
     return f'<figure id="{_e(fid)}">{body}<figcaption><strong>{_e(title)}.</strong> {_e(caption)}</figcaption></figure>'
 
 
-def _draw_kg(bench: Bench, tutors: list[str], salt: str) -> str | None:
+def _draw_kg(bench: Bench, tutors: list[str]) -> Figure | None:
     curves = kg_trajectories(bench.traces)
     if not curves:
         return None
-    import matplotlib as mpl
-
-    with mpl.rc_context(_RC):
-        fig = _new_figure(3.2 * len(curves) + 0.6, 3.0)
-        axes = fig.subplots(1, len(curves), sharey=True, squeeze=False)[0]
-        for ax, (level, by_tutor) in zip(axes, curves.items(), strict=True):
-            for tutor, ys in by_tutor.items():
-                i = tutors.index(tutor)
-                ax.plot(range(1, len(ys) + 1), ys, marker="o", markersize=3, color=_colour(i),
-                        linestyle=("-", "--", ":", "-.")[i % 4], label=tutor)
-            ax.set_title(level, fontsize=9)
-            ax.set_xlabel("turn")
-            _turn_axis(ax, max(len(ys) for ys in by_tutor.values()))
-        axes[0].set_ylabel("mean KG (IU levels gained)")
-        _legend_above(fig, axes[0], ncols=len(tutors))
-    return _svg(fig, salt, "knowledge gain along the conversation, per level")
+    fig = _new_figure(3.2 * len(curves) + 0.6, 3.0)
+    axes = fig.subplots(1, len(curves), sharey=True, squeeze=False)[0]
+    for ax, (level, by_tutor) in zip(axes, curves.items(), strict=True):
+        for tutor, ys in by_tutor.items():
+            i = tutors.index(tutor)
+            ax.plot(range(1, len(ys) + 1), ys, marker="o", markersize=3, color=_colour(i),
+                    linestyle=("-", "--", ":", "-.")[i % 4], label=tutor)
+        ax.set_title(level, fontsize=9)
+        ax.set_xlabel("turn")
+        _turn_axis(ax, max(len(ys) for ys in by_tutor.values()))
+    axes[0].set_ylabel("mean KG (IU levels gained)")
+    _legend_above(fig, axes[0], ncols=len(tutors))
+    return fig
 
 
-def _draw_modes(bench: Bench, salt: str) -> str | None:
+def _draw_modes(bench: Bench) -> Figure | None:
     rows = [(f"{t.tutor} · {level}", lr.failure_shares) for t in bench.results.tutors
             for level, lr in t.levels.items() if sum(lr.failure_modes.values())]
     if not rows:
         return None
-    import matplotlib as mpl
-
-    with mpl.rc_context(_RC):
-        fig = _new_figure(9.0, 0.4 * len(rows) + 1.4)
-        ax = fig.subplots()
-        ys = list(range(len(rows)))[::-1]
-        left = [0.0] * len(rows)
-        for mode, colour in zip(FAILURE_MODES, _MODE_COLOURS, strict=True):
-            widths = [100 * shares.get(mode, 0.0) for _, shares in rows]
-            ax.barh(ys, widths, left=left, height=0.7, color=colour, label=mode)
-            left = [a + b for a, b in zip(left, widths, strict=True)]
-        ax.set_yticks(ys, [label for label, _ in rows], fontsize=8)
-        ax.set_xlim(0, 100)
-        ax.set_xlabel("share of explained IUs (%)")
-        _legend_above(fig, ax, ncols=3)
-    return _svg(fig, salt, "failure modes of the explained IUs, per tutor and level")
+    fig = _new_figure(9.0, 0.4 * len(rows) + 1.4)
+    ax = fig.subplots()
+    ys = list(range(len(rows)))[::-1]
+    left = [0.0] * len(rows)
+    for mode, colour in zip(FAILURE_MODES, _MODE_COLOURS, strict=True):
+        widths = [100 * shares.get(mode, 0.0) for _, shares in rows]
+        ax.barh(ys, widths, left=left, height=0.7, color=colour, label=mode)
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    ax.set_yticks(ys, [label for label, _ in rows], fontsize=8)
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("share of explained IUs (%)")
+    _legend_above(fig, ax, ncols=3)
+    return fig
 
 
-def _draw_load(bench: Bench, tutors: list[str], salt: str) -> str | None:
+def _draw_load(bench: Bench, tutors: list[str]) -> Figure | None:
     per = load_per_turn(bench.traces)
     if not per:
         return None
-    import matplotlib as mpl
-
-    with mpl.rc_context(_RC):
-        fig = _new_figure(9.0, 3.4)
-        ax = fig.subplots()
-        shared = len({tuple(caps) for _, caps in per.values()}) == 1  # the same items: one capacity line
-        for tutor, (loads, caps) in per.items():
-            i = tutors.index(tutor)
-            xs = range(1, len(loads) + 1)
-            ax.plot(xs, loads, marker="o", markersize=3, color=_colour(i), label=f"{tutor}: load")
-            if not shared:
-                ax.plot(xs, caps, color=_colour(i), linestyle=":", linewidth=1.2, label=f"{tutor}: capacity τ")
-        if shared:
-            caps = next(iter(per.values()))[1]
-            ax.plot(range(1, len(caps) + 1), caps, color="#555555", linestyle=":", linewidth=1.4,
-                    label="capacity τ (every tutor)")
-        ax.set_xlabel("turn")
-        ax.set_ylabel("effective load")
-        _turn_axis(ax, max(len(loads) for loads, _ in per.values()))
-        _legend_above(fig, ax, ncols=3)
-    return _svg(fig, salt, "effective load against capacity, per turn")
+    fig = _new_figure(9.0, 3.4)
+    ax = fig.subplots()
+    shared = len({tuple(caps) for _, caps in per.values()}) == 1  # the same items: one capacity line
+    for tutor, (loads, caps) in per.items():
+        i = tutors.index(tutor)
+        xs = range(1, len(loads) + 1)
+        ax.plot(xs, loads, marker="o", markersize=3, color=_colour(i), label=f"{tutor}: load")
+        if not shared:
+            ax.plot(xs, caps, color=_colour(i), linestyle=":", linewidth=1.2, label=f"{tutor}: capacity τ")
+    if shared:
+        caps = next(iter(per.values()))[1]
+        ax.plot(range(1, len(caps) + 1), caps, color="#555555", linestyle=":", linewidth=1.4,
+                label="capacity τ (every tutor)")
+    ax.set_xlabel("turn")
+    ax.set_ylabel("effective load")
+    _turn_axis(ax, max(len(loads) for loads, _ in per.values()))
+    _legend_above(fig, ax, ncols=3)
+    return fig
 
 
 def bench_section(benches: Sequence[Bench]) -> tuple[str, str, str]:
@@ -284,13 +279,15 @@ def bench_section(benches: Sequence[Bench]) -> tuple[str, str, str]:
             + _leaderboard(r) + _level_table(r) + _comparisons(r)
             + _figure(f"{sid}-kg", "Knowledge gain along the conversation",
                       "Mean KG after each turn, per level; a conversation that has ended keeps its final KG.",
-                      _draw_kg(bench, tutors, f"{sid}-kg"))
+                      "knowledge gain along the conversation, per level", _draw_kg, bench, tutors)
             + _figure(f"{sid}-modes", "Failure modes",
                       "What happened to each explained IU (REDUNDANT > PREREQ-BLOCKED > EFFECTIVE > OVERLOAD-WASTED "
-                      "> UNDER-ABSORBED), as shares per tutor and level.", _draw_modes(bench, f"{sid}-modes"))
+                      "> UNDER-ABSORBED), as shares per tutor and level.",
+                      "failure modes of the explained IUs, per tutor and level", _draw_modes, bench)
             + _figure(f"{sid}-load", "Load against capacity",
                       "The learner's mean effective load per turn (solid) and its capacity τ (dotted), over the "
-                      "conversations still running.", _draw_load(bench, tutors, f"{sid}-load")))
+                      "conversations still running.", "effective load against capacity, per turn",
+                      _draw_load, bench, tutors))
     sid, head = SECTION
     return sid, head, (f'<section id="{sid}" aria-labelledby="{sid}-h"><h2 id="{sid}-h">{head}</h2>'
                        "<p>Tutors ranked by what a knowledge-state learner learned from them (KG, DC, CO; "
