@@ -56,7 +56,8 @@ def _graphs(args: argparse.Namespace) -> int:
     from simhub.cli.common import check_output, profile_for
     from simhub.config import load_profile
     from simhub.errors import DataError
-    from simhub.learners.graphgen import build_graphs, existing_graphs, read_items, save_graphs
+    from simhub.learners.graph import write_graphs
+    from simhub.learners.graphgen import build_graphs, existing_graphs, read_items
     from simhub.simulation import load_options
     from simhub.tutoring.components import chat_model, model_names
 
@@ -83,7 +84,7 @@ def _graphs(args: argparse.Namespace) -> int:
         print(f"[{done[0]}/{len(items)}] {item.id}: {what}", file=sys.stderr, flush=True)
 
     run = build_graphs(items, chat, retries=args.retries, existing=existing, on_item=progress)
-    save_graphs(args.output, run)
+    write_graphs(args.output, run.graphs)
     made = len(items) - run.skipped - len(run.failures)
     warned = sum(1 for c in run.checked.values() if c.warnings)
     print(f"{made} graph(s) built, {run.skipped} already in {args.output}, {len(run.failures)} failed "

@@ -33,8 +33,8 @@ import msgspec
 
 from simhub.errors import DataError, SimhubError
 from simhub.learners.chat import ChatModel
-from simhub.learners.graph import IUGraph, ValidatedGraph, parse_graphs, read_graphs, validate_graph, write_graphs
-from simhub.prompts.learners import GRAPH_PROMPT_VERSION, graph_messages
+from simhub.learners.graph import IUGraph, ValidatedGraph, parse_graphs, read_graphs, validate_graph
+from simhub.prompts.learners import graph_messages
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,9 +117,8 @@ def parse_answer(text: str, item: GraphItem) -> tuple[IUGraph, ValidatedGraph]:
         raise DataError(f"the answer is not JSON ({exc})") from None
     if not isinstance(raw, dict) or "nodes" not in raw:
         raise DataError("the answer is not a graph (no nodes)")
-    raw = {k: raw[k] for k in ("knowledge_areas", "nodes", "edges") if k in raw}
-    graph = parse_graphs({"format": "simhub-iu-graphs", "version": 1, "graphs": {item.id: raw}},
-                         file=f"answer for {item.id}")[item.id]
+    # One graph, read as a graph file's single graph: keys simhub does not use are dropped, Δl filled in.
+    (graph,) = parse_graphs(raw, file=f"answer for {item.id}").values()
     graph = msgspec.structs.replace(graph, question=item.question)
     return graph, validate_graph(graph, name=item.id)
 
@@ -172,10 +171,4 @@ def existing_graphs(output: str | os.PathLike[str]) -> dict[str, IUGraph]:
     return read_graphs(output) if Path(output).is_file() else {}
 
 
-def save_graphs(output: str | os.PathLike[str], run: GraphRun) -> None:
-    """The run's graphs into ``output`` (simhub's graph format, atomically)."""
-    write_graphs(output, run.graphs)
-
-
-__all__ = ["GRAPH_PROMPT_VERSION", "GraphItem", "GraphRun", "build_graphs", "existing_graphs", "parse_answer",
-           "read_items", "save_graphs"]
+__all__ = ["GraphItem", "GraphRun", "build_graphs", "existing_graphs", "parse_answer", "read_items"]

@@ -130,8 +130,6 @@ def baseline_learner_messages(question: str, history: Sequence[tuple[str, str]],
     return [{"role": "system", "content": "\n".join(lines)}, {"role": "user", "content": user}]
 
 
-GRAPH_PROMPT_VERSION = "iu-graph-v1"
-
 GRAPH_SYSTEM = (
     "You break a problem's worked solution into Information Units (IUs) for a model of what a learner "
     "knows. An IU is one self-contained idea a learner needs for this solution. Answer with one JSON "

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from simhub.cli import main
-from simhub.learners.graph import read_graphs, validate_graph
+from simhub.errors import DataError
+from simhub.learners.graph import GraphError, read_graphs, validate_graph
 from simhub.learners.graphgen import GraphItem, parse_answer, read_items
 
 
@@ -37,7 +38,7 @@ def test_items_come_from_the_sample_corpus_a_split_and_knowsim_jsonl(tmp_path):
     assert read_items(str(knowsim)) == [GraphItem("math_001", "What is 2+2?", "It is $4$.")]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"problem": "no id"}\n')
-    with pytest.raises(Exception, match="needs an id"):
+    with pytest.raises(DataError, match="needs an id"):
         read_items(str(bad))
 
 
@@ -45,9 +46,13 @@ def test_an_answer_is_parsed_checked_and_given_its_question():
     item = GraphItem("q1", "What is 1/3 + 1/4?")
     graph, checked = parse_answer("Here it is: " + json.dumps(_graph()), item)
     assert graph.question == item.question and checked.size == 10 and graph.edges[0].delta_l == pytest.approx(0.06)
-    with pytest.raises(Exception, match="cycle"):
+    chatty = _graph()
+    chatty["nodes"][0]["depth"] = 0  # keys simhub does not use are dropped, as in a knowsim IU cache
+    chatty["notes"] = "made by a model"
+    assert parse_answer(json.dumps(chatty), item)[0] == graph
+    with pytest.raises(GraphError, match="cycle"):
         parse_answer(json.dumps(_graph(cycle=True)), item)
-    with pytest.raises(Exception, match="no JSON object"):
+    with pytest.raises(DataError, match="no JSON object"):
         parse_answer("I cannot do that.", item)
 
 
