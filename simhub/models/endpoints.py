@@ -124,10 +124,13 @@ def client_for(settings: EndpointSettings, model: str, *, kind: EndpointKind, de
 
 def endpoint_lm(settings: EndpointSettings, model: str, *, kind: EndpointKind, default_cache: Path | None = None,
                 field: str | None = None, reasoning_effort: str | None = None, max_tokens: int | None = None,
-                batch: bool | None = None, top_k: bool = False, name: str | None = None) -> EndpointLM:
+                batch: bool | None = None, poll_interval_s: float = 30.0, max_wait_s: float | None = None,
+                top_k: bool = False, name: str | None = None) -> EndpointLM:
     """The endpoint as a :class:`~simhub.models.endpoint_lm.EndpointLM` over its shared client
-    (:func:`client_for`); ``batch`` defaults to the settings' ``batch_api``."""
+    (:func:`client_for`); ``batch`` defaults to the settings' ``batch_api``, and a batch is polled
+    every ``poll_interval_s`` and waited for ``max_wait_s`` at most (None: until it ends)."""
     client = client_for(settings, model, kind=kind, default_cache=default_cache, field=field)
     return EndpointLM(client, reasoning_effort=reasoning_effort, max_tokens=max_tokens,
-                      batch=settings.batch_api if batch is None else batch, top_k=top_k, name=name)
+                      batch=settings.batch_api if batch is None else batch, poll_interval_s=poll_interval_s,
+                      max_wait_s=max_wait_s, top_k=top_k, name=name)
 
