@@ -31,6 +31,8 @@ from simhub.annotation.run import (
     AnnotationSettings,
     annotate_splits,
     annotator_endpoint,
+    annotator_endpoint_settings,
+    annotator_lm,
     load_inputs,
     plan_annotation,
 )
@@ -47,6 +49,8 @@ __all__ = [
     "InvalidAnnotation",
     "annotate_splits",
     "annotator_endpoint",
+    "annotator_endpoint_settings",
+    "annotator_lm",
     "cohen_kappa",
     "compare_annotations",
     "dialogue_key",

@@ -36,21 +36,24 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from simhub.annotation.labels import ANNOTATION_LABELS, JSON_LABELS, columns_of, parse_labels
 from simhub.annotation.layout import dialogue_key, dialogue_row, read_cells, write_annotation_file
 from simhub.annotation.parsing import InvalidAnnotation, parse_answer
+from simhub.config import EndpointSettings
 from simhub.config import cache_dir as default_cache_dir
 from simhub.data.annotations import annotation_file_name, holds_label, parse_literal
 from simhub.errors import ConfigError, DataError
 from simhub.models.base import DEFAULT_MAX_TOKENS, Sampling
 from simhub.models.endpoint_lm import Answer, EndpointLM, ask, chat_request
-from simhub.models.endpoints import KIND_KEY_ENVS, key_names
-from simhub.models.openai import EndpointConfig, OpenAIClient
+from simhub.models.endpoints import KIND_KEY_ENVS, endpoint_config, endpoint_lm, key_names
 from simhub.prompts.annotation import annotation_messages, question_messages
 from simhub.schema import OPTIONS, Dialogue, Question, read_jsonl
+
+if TYPE_CHECKING:
+    from simhub.models.openai import EndpointConfig, OpenAIClient
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -61,6 +64,8 @@ __all__ = [
     "AnnotationSettings",
     "annotate_splits",
     "annotator_endpoint",
+    "annotator_endpoint_settings",
+    "annotator_lm",
     "load_inputs",
     "plan_annotation",
 ]
@@ -100,8 +105,7 @@ def load_inputs(data: str | os.PathLike[str]) -> dict[str, list[Dialogue]]:
     raise DataError(f"{path}: no such file or folder", file=str(path), field="data")
 
 
-def annotator_endpoint(
-    model: str,
+def annotator_endpoint_settings(
     base_url: str | None = None,
     *,
     api_key_env: str | None = "auto",
@@ -109,37 +113,44 @@ def annotator_endpoint(
     cache_dir: str | os.PathLike[str] | None = None,
     max_retries: int = 5,
     timeout_s: float = 120.0,
-    backoff_s: float = 1.0,
-    max_backoff_s: float = 60.0,
-) -> EndpointConfig:
-    """The endpoint of the labeller.
+) -> EndpointSettings:
+    """The labeller's endpoint, as the endpoint section of a profile would give it (answers always cached).
 
     The key follows :mod:`simhub.models.endpoints`: ``api_key_env="auto"`` reads
     ``SIMHUB_ANNOTATOR_API_KEY``, then ``OPENAI_API_KEY``, for ``api.openai.com`` only; a loopback
-    server (a local vLLM) gets no key, and any other host needs the variable named. A variable
-    name reads that variable only; ``None`` or ``"none"`` sends no key. The key is read per request,
-    never stored or logged. ``cache_dir`` defaults to ``$SIMHUB_HOME/cache/annotation``.
+    server (a local vLLM) gets no key, and any other host needs the variable named (checked here, the
+    error naming ``--api-key-env``). A variable name reads that variable only; ``None`` or ``"none"``
+    sends no key. The key is read per request, never stored or logged. ``cache_dir`` defaults to
+    ``$SIMHUB_HOME/cache/annotation``.
     """
     base_url = base_url or DEFAULT_BASE_URL
     named = "none" if api_key_env is None else (None if api_key_env == "auto" else api_key_env)
     try:
-        names = key_names(base_url, named, kind="annotator")
+        key_names(base_url, named, kind="annotator")
     except ConfigError:
         raise ConfigError(f"--api-key-env: {urlsplit(base_url).hostname or base_url} is not api.openai.com, so no key is sent to it by default; "
                           "name the variable that holds its key (--api-key-env MY_KEY), or --api-key-env none",
                           field="api_key_env") from None
-    return EndpointConfig(
-        base_url=base_url,
-        model=model,
-        api_key_env=names[0] if names else None,
-        api_key_fallbacks=names[1:],
-        concurrency=concurrency,
-        cache_dir=Path(cache_dir) if cache_dir is not None else default_cache_dir("annotation"),
-        max_retries=max_retries,
-        timeout_s=timeout_s,
-        backoff_s=backoff_s,
-        max_backoff_s=max_backoff_s,
-    )
+    return EndpointSettings(base_url=base_url, api_key_env=named, timeout_s=timeout_s, max_retries=max_retries,
+                            concurrency=concurrency, cache=True,
+                            cache_dir=os.fspath(cache_dir) if cache_dir is not None else None)
+
+
+def annotator_endpoint(model: str, base_url: str | None = None, **options: Any) -> EndpointConfig:
+    """The client settings of the labeller's endpoint (:func:`annotator_endpoint_settings` takes the
+    ``options``), for a caller that brings its own client to :func:`annotate_splits`."""
+    return endpoint_config(annotator_endpoint_settings(base_url, **options), model, kind="annotator",
+                           default_cache=default_cache_dir("annotation"))
+
+
+def annotator_lm(model: str, endpoint: EndpointSettings, settings: AnnotationSettings | None = None) -> EndpointLM:
+    """The labeller's endpoint as an :class:`~simhub.models.endpoint_lm.EndpointLM` over its shared
+    client (:func:`~simhub.models.endpoints.endpoint_lm`), sending through the Batch API as
+    ``settings`` say; ``endpoint`` from :func:`annotator_endpoint_settings`."""
+    settings = settings or AnnotationSettings()
+    return endpoint_lm(endpoint, model, kind="annotator", default_cache=default_cache_dir("annotation"),
+                       batch=settings.batch, poll_interval_s=settings.poll_interval_s, max_wait_s=settings.max_wait_s,
+                       name="annotator")
 
 
 # --------------------------------------------------------------------------- settings and results
@@ -416,29 +427,34 @@ class _Sender:
 def annotate_splits(
     splits: Mapping[str, Sequence[Dialogue]],
     output: str | os.PathLike[str],
-    client: OpenAIClient,
+    endpoint: EndpointLM | OpenAIClient,
     settings: AnnotationSettings | None = None,
     *,
     annotator: str | None = None,
     progress: Progress | None = None,
 ) -> AnnotationReport:
-    """Annotate ``splits`` with ``client`` and write ``{split}_{annotator}.csv`` files to ``output``.
+    """Annotate ``splits`` by asking ``endpoint`` and write ``{split}_{annotator}.csv`` files to ``output``.
 
-    The client's endpoint is asked as an :class:`~simhub.models.endpoint_lm.EndpointLM` (the Batch
-    API when ``settings.batch``), with the bodies :meth:`AnnotationSettings.payload` builds.
+    ``endpoint`` is the labeller's :class:`~simhub.models.endpoint_lm.EndpointLM`, asked as it is
+    (:func:`annotator_lm` builds it to follow ``settings``' Batch API choice), or a caller's own
+    client, asked through an ``EndpointLM`` that follows them; either way with the bodies
+    :meth:`AnnotationSettings.payload` builds.
 
-    ``annotator`` names the files (default: the client's model; a slash becomes ``-``).
+    ``annotator`` names the files (default: the endpoint's model; a slash becomes ``-``).
     ``progress(stage, done, total)`` is called as answers come in. Failed requests and answers
     are recorded in the cells and the report, never raised; bad input (ids without a key, a
     missing key variable) raises before anything is sent.
     """
     settings = settings or AnnotationSettings()
-    model = client.config.model
+    if isinstance(endpoint, EndpointLM):
+        lm = endpoint
+    else:  # a caller's own client
+        lm = EndpointLM(endpoint, batch=settings.batch, poll_interval_s=settings.poll_interval_s,
+                        max_wait_s=settings.max_wait_s, name="annotator")
+    client, model = lm.client, lm.model
     annotator = annotator or model
     rows = _rows(splits, settings.hash_ids)
     before = client.stats
-    lm = EndpointLM(client, batch=settings.batch, poll_interval_s=settings.poll_interval_s,
-                    max_wait_s=settings.max_wait_s, name="annotator")
     sender = _Sender(lm, settings, progress)
     labels = settings.labels
 
@@ -456,7 +472,7 @@ def annotate_splits(
     # A question batch still running (the wait limit was reached) would change the correctness
     # prompts once it is collected, and a dialogue batch submitted now would be paid for again
     # then: the dialogue stage waits for the rerun that collects the questions.
-    waiting = settings.batch and any(
+    waiting = lm.batch and any(
         cell.cause in _PENDING_BATCH for row in rows for cell in [row.cells.get("questions")] if cell is not None
     )
     if waiting:

@@ -60,19 +60,19 @@ def _annotate(args: argparse.Namespace) -> int:
         CHARS_PER_TOKEN,
         AnnotationSettings,
         annotate_splits,
-        annotator_endpoint,
+        annotator_endpoint_settings,
+        annotator_lm,
         load_inputs,
         plan_annotation,
     )
-    from simhub.models.openai import OpenAIClient
 
     settings = AnnotationSettings(
         labels=args.labels, temperature=args.temperature, max_tokens=args.max_tokens, json_mode=not args.no_json_mode,
         batch=args.batch_api, poll_interval_s=args.poll_interval, max_wait_s=args.max_wait, hash_ids=args.hash_ids,
     )
-    config = annotator_endpoint(
-        args.model, args.base_url, api_key_env=args.api_key_env, concurrency=args.concurrency,
-        cache_dir=args.cache_dir, max_retries=args.max_retries, timeout_s=args.timeout,
+    endpoint = annotator_endpoint_settings(
+        args.base_url, api_key_env=args.api_key_env, concurrency=args.concurrency, cache_dir=args.cache_dir,
+        max_retries=args.max_retries, timeout_s=args.timeout,
     )
     splits = load_inputs(args.data)
     if args.dry_run:
@@ -86,11 +86,12 @@ def _annotate(args: argparse.Namespace) -> int:
         print(f"total: {plan.total_requests} requests, ~{plan.prompt_tokens:,} prompt tokens (characters / "
               f"{CHARS_PER_TOKEN}){cap}; cached answers will not be sent again")
         return 0
+    lm = annotator_lm(args.model, endpoint, settings)
     progress = None if args.quiet else _Progress()
     try:
-        with OpenAIClient(config) as client:
-            report = annotate_splits(splits, args.output, client, settings, annotator=args.annotator, progress=progress)
+        report = annotate_splits(splits, args.output, lm, settings, annotator=args.annotator, progress=progress)
     finally:
+        lm.client.close()  # the shared client's connections (it reopens them if asked again)
         if progress is not None:
             progress.close()
     for split, path in report.files.items():

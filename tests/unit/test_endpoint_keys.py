@@ -25,7 +25,7 @@ SECRETS = {"OPENAI_API_KEY": "sk-openai-user", "SIMHUB_JUDGE_API_KEY": "sk-judge
            "SIMHUB_BASELINE_API_KEY": "sk-baseline-kind", "SIMHUB_ANNOTATOR_API_KEY": "sk-annotator-kind",
            "MY_KEY": "k-mine"}
 
-CONSUMERS = ("simulator", "baseline", "tutor", "judge", "annotator", "learner")
+CONSUMERS = ("simulator", "baseline", "tutor", "judge", "annotator", "annotation", "learner")
 
 
 def _endpoint_yaml(base_url: str, api_key_env: str | None) -> str:
@@ -47,10 +47,19 @@ def _profile(tmp_path, base_url: str, api_key_env: str | None):
 
 def _send(consumer: str, tmp_path, base_url: str, api_key_env: str | None) -> None:
     """One request from ``consumer`` configured with ``api_key_env`` (None: not named)."""
-    if consumer == "annotator":
+    if consumer == "annotator":  # a caller's own client on the labeller's endpoint settings
         named = "auto" if api_key_env is None else api_key_env
         config = annotator_endpoint("m", base_url, api_key_env=named, cache_dir=tmp_path / "a", max_retries=0)
         OpenAIClient(config).complete([{"model": "m", "messages": [{"role": "user", "content": "hi"}]}])
+        return
+    if consumer == "annotation":  # the labeller's run, as `simhub annotate` makes it (annotator_lm)
+        from simhub.annotation import AnnotationSettings, annotate_splits, annotator_endpoint_settings, annotator_lm
+
+        named = "auto" if api_key_env is None else api_key_env
+        endpoint = annotator_endpoint_settings(base_url, api_key_env=named, cache_dir=tmp_path / "a", max_retries=0)
+        settings = AnnotationSettings(labels=("acts",), max_tokens=8, hash_ids=True)
+        annotate_splits({"test": [DIVIDING_FRACTIONS]}, tmp_path / "out", annotator_lm("m", endpoint, settings),
+                        settings)
         return
     if consumer == "learner":  # a learner's chat model (role-play turns, signal extraction)
         from simhub.config import EndpointSettings
