@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +28,7 @@ def _rescore(args: argparse.Namespace) -> int:
     from simhub.tutoring import format_results, read_trace, rescore_trace, summarize
     from simhub.tutoring.bench import RUN_FILE, TRACES
     from simhub.tutoring.results import BenchResults
+    from simhub.tutoring.trace import read_run_info
 
     preset = _preset(args)
     folder = Path(args.output) / TRACES
@@ -36,16 +36,11 @@ def _rescore(args: argparse.Namespace) -> int:
     if not files:
         raise DataError(f"{args.output}: no traces to rescore (expected {folder}/*.json)", file=str(args.output))
     originals = [read_trace(f) for f in files]
-    if args.iq_rater:  # rate every conversation now, and store the ratings in the traces
-        originals = _rate_traces(args, originals, files)
+    if args.termination_judge or args.iq_rater:  # judge and rate every conversation now, stored in the traces
+        originals = _judge_and_rate(args, originals, files)
     traces = [rescore_trace(t, preset, file=str(f)) for t, f in zip(originals, files, strict=True)]
-    order = None
     run_file = Path(args.output) / RUN_FILE
-    if run_file.is_file():
-        try:
-            order = json.loads(run_file.read_text()).get("tutors")
-        except ValueError:
-            order = None
+    order = read_run_info(run_file).tutors if run_file.is_file() else None
     results = summarize(traces, preset=args.preset, settings={"rescored": True, "preset_fields": msgspec.to_builtins(preset)},
                         n_resamples=args.bootstrap, seed=args.seed, tutor_order=order)
     suffix = f"-{fingerprint(args.set)[:8]}" if args.set else ""
@@ -59,28 +54,44 @@ def _rescore(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rate_traces(args: argparse.Namespace, traces: list[Trace], files: list[Path]) -> list[Trace]:
-    """``--rescore --iq-rater MODEL``: every finished trace rated (cached answers reused) and rewritten."""
+def _judge_and_rate(args: argparse.Namespace, traces: list[Trace], files: list[Path]) -> list[Trace]:
+    """``--rescore`` with ``--termination-judge MODEL`` and/or ``--iq-rater MODEL``: every finished trace
+    judged, then rated (cached answers reused), and rewritten."""
     from simhub.cache import ContentCache
     from simhub.cli.common import profile_for
     from simhub.config import cache_root, load_profile
+    from simhub.errors import ConfigError
     from simhub.simulation import load_options
     from simhub.tutoring import write_trace
-    from simhub.tutoring.components import build_iq_rater
+    from simhub.tutoring.components import build_iq_rater, build_termination_judge
     from simhub.tutoring.iq import rate_traces
+    from simhub.tutoring.termination_judge import judge_traces
 
+    if args.termination_judge:
+        stateful = [str(f) for t, f in zip(traces, files, strict=True) if t.models.get("learner", {}).get("kind") != "stateless"]
+        if stateful:
+            raise ConfigError(f"--termination-judge: {stateful[0]} (and {len(stateful) - 1} more) is a conversation "
+                              f"with a knowledge-state learner, which its preset's rules stop; a termination judge is "
+                              f"for the stateless baselines", field="termination_judge")
     raw = load_profile(args.profile)
-    sims = [args.iq_rater] if args.iq_rater in raw.simulators else []
-    tutors = [args.iq_rater] if args.iq_rater in raw.tutors else []
-    profile = profile_for(args, metrics=[], simulators=sims, tutors=tutors, loaded=raw)
-    rater = build_iq_rater(args.iq_rater, profile, load_options(profile))
+    names = [m for m in (args.termination_judge, args.iq_rater) if m]
+    profile = profile_for(args, metrics=[], simulators=[m for m in names if m in raw.simulators],
+                          tutors=[m for m in names if m in raw.tutors], loaded=raw)
+    options = load_options(profile)
     cache = None if args.no_cache else ContentCache(cache_root(args.cache_dir), "tutor-bench")
-    rated, asked, hits = rate_traces(rater, traces, cache)
-    for before, after, f in zip(traces, rated, files, strict=True):
+    out = traces
+    if args.termination_judge:
+        judge = build_termination_judge(args.termination_judge, profile, options)
+        out, asked, hits = judge_traces(judge, out, cache)
+        print(f"termination: {asked} conversations judged by {args.termination_judge} (answered from the cache: "
+              f"{hits})", file=sys.stderr)
+    if args.iq_rater:
+        out, asked, hits = rate_traces(build_iq_rater(args.iq_rater, profile, options), out, cache)
+        print(f"IQ: {asked} conversations rated by {args.iq_rater} (answered from the cache: {hits})", file=sys.stderr)
+    for before, after, f in zip(traces, out, files, strict=True):
         if after is not before:
             write_trace(f, after)
-    print(f"IQ: {asked} conversations rated by {args.iq_rater} (answered from the cache: {hits})", file=sys.stderr)
-    return rated
+    return out
 
 
 def _agree(args: argparse.Namespace, human_csv: str, run_dir: str) -> int:
@@ -129,7 +140,15 @@ def _tutor_bench(args: argparse.Namespace) -> int:
         parse_levels,
         summarize,
     )
-    from simhub.tutoring.components import OFFLINE, build_extractor, build_iq_rater, build_learner, needed_models
+    from simhub.tutoring.components import (
+        OFFLINE,
+        build_extractor,
+        build_iq_rater,
+        build_learner,
+        build_termination_judge,
+        check_judged_learner,
+        needed_models,
+    )
     from simhub.tutoring.results import write_results
     from simhub.tutoring.tutors import SCRIPTED, check_tutor_names
 
@@ -140,10 +159,12 @@ def _tutor_bench(args: argparse.Namespace) -> int:
 
     levels = parse_levels(args.levels)
     preset = _preset(args)
+    if args.termination_judge:  # refused before any model is provisioned
+        check_judged_learner(args.learner)
     check_output(args.output, folder=True)
     raw = load_profile(args.profile)
     check_tutor_names(args.tutor, raw)
-    models = needed_models(args.learner, args.extractor, args.iq_rater)
+    models = needed_models(args.learner, args.extractor, args.iq_rater, args.termination_judge)
     profile_tutors = [t for t in args.tutor if t not in SCRIPTED] + [m for m in models if m in raw.tutors]
     sims = [m for m in models if m in raw.simulators]
     profile = profile_for(args, metrics=[], simulators=sims or [], tutors=profile_tutors, loaded=raw)
@@ -158,6 +179,7 @@ def _tutor_bench(args: argparse.Namespace) -> int:
                           field="compare_extractor")
     shadow = build_extractor(compare, profile, options) if compare != "none" and compare != args.extractor else None
     rater = build_iq_rater(args.iq_rater, profile, options) if args.iq_rater else None
+    judge = build_termination_judge(args.termination_judge, profile, options) if args.termination_judge else None
     tutors = [build_bench_tutor(t, profile, options) for t in dict.fromkeys(args.tutor)]
     items = load_items(args.items, args.n)
     bench = Bench(tutors, learner, extractor, preset,
@@ -166,7 +188,7 @@ def _tutor_bench(args: argparse.Namespace) -> int:
                   args.output, preset_name=args.preset,
                   info={"profile": raw.source or raw.name, "items": args.items, "n": args.n, "levels": levels,
                         "tutors": list(dict.fromkeys(args.tutor)), "learner_name": args.learner,
-                        "extractor_name": args.extractor}, shadow=shadow, rater=rater)
+                        "extractor_name": args.extractor}, shadow=shadow, rater=rater, termination_judge=judge)
     done = {"n": 0}
     total = len(tutors) * len(items) * len(levels)
 
@@ -207,6 +229,10 @@ def register(sub) -> None:
     p.add_argument("--iq-rater", metavar="MODEL", help="a profile model (simulators: or tutors:) that rates each "
                    "finished conversation's interaction quality (IQ, 1-10) once; IQ then joins the results and R̄. "
                    "With --rescore, rates the folder's traces and stores the ratings in them")
+    p.add_argument("--termination-judge", metavar="MODEL", help="stateless learners (zs, zs-cot, zs-cot-prof): a "
+                   "profile model that reads each finished conversation and names the last turn a real student "
+                   "would have stayed for; the metrics and IQ are then of the turns up to it, and the state rules "
+                   "stop nothing (as --full-length)")
     p.add_argument("--items", default="sample", help="sample (the sample corpus's questions and their shipped IU "
                    "graphs) or an IU graph file whose graphs carry their question (default: sample)")
     p.add_argument("--levels", default="novice,intermediate,advanced", help="comma-separated: novice, intermediate, "

@@ -184,3 +184,34 @@ def iq_messages(question: str, turns: Sequence[tuple[str, str]]) -> list[dict[st
     chat = "\n".join(lines) if lines else "(no turns)"
     user = f"The problem:\n{question}\n\nThe conversation:\n{chat}\n\nGrade the interaction."
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+STOP_PROMPT_VERSION = "stop-v1"
+
+
+def stop_messages(question: str, turns: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    """The chat prompt that decides, after the fact, where a stateless learner's conversation ended.
+
+    ``turns`` are (learner message, tutor reply) pairs in order, numbered from 1. A stateless learner
+    has no knowledge state whose rules could stop it, so a judge reads the whole exchange and names
+    the last turn a real student would have stayed for. Answer:
+    ``{"end_turn": 1..len(turns), "reason": "..."}``.
+    """
+    system = (
+        "You read a chat between a tutor and a student about one problem, and decide where a real student "
+        "would have left it. A student leaves once the problem is solved or understood to their "
+        "satisfaction, once they say they are done, or once the chat stops giving them anything new "
+        "(the tutor repeats itself, or the two talk in circles).\n"
+        "The turns are numbered; a turn is one student message and the tutor's reply to it. Name the last "
+        "turn the student would still have taken part in: the last turn, if the chat was worth following "
+        "to the end.\n"
+        'Reply with one JSON object and nothing else: {"end_turn": the turn number, '
+        '"reason": "one sentence on why"}.')
+    lines = []
+    for k, (learner, tutor) in enumerate(turns, 1):
+        lines.append(f"[{k}] Student: {learner}")
+        lines.append(f"[{k}] Tutor: {tutor}")
+    chat = "\n".join(lines) if lines else "(no turns)"
+    user = (f"The problem:\n{question}\n\nThe conversation ({len(turns)} turns):\n{chat}\n\n"
+            f"Which turn, from 1 to {max(1, len(turns))}, is the last one the student would have stayed for?")
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -13,8 +13,10 @@ model and an endpoint gets a chunk's requests concurrently. Every model call's a
 under a hash of the model and everything its answer depends on (state, conversation, seed), and each
 conversation's trace is written the moment it ends: a killed run resumes, skipping finished traces,
 and repeats no call. A tutor, learner or extractor that fails marks its conversation failed with the
-cause; the run completes and counts it. With an IQ rater, every finished conversation of a chunk is
-rated once (one batched call) before its trace is written, so its trace holds the rating.
+cause; the run completes and counts it. With a termination judge (stateless learners, see
+:mod:`simhub.tutoring.termination_judge`) the state rules stop nothing; every finished conversation of a
+chunk then gets its judged end turn, and with an IQ rater its rating, each in one batched call
+before its trace is written, so the trace holds them.
 """
 
 from __future__ import annotations
@@ -39,10 +41,20 @@ from simhub.learners.state import LEVELS, KnowledgeState, initial_state
 from simhub.learners.termination import early_stop, stop_decision
 from simhub.learners.update import IUSignal, TurnRecord, update
 from simhub.models import Sampling
-from simhub.schema import Dialogue, Question, Turn, atomic_write_bytes
+from simhub.schema import Dialogue, Question, Turn
 from simhub.simulation.tutor import TutorTurn
 from simhub.tutoring.iq import RATER_FAILED, IQRater, rate_traces
-from simhub.tutoring.trace import Trace, TraceTurn, read_trace, trace_name, write_trace
+from simhub.tutoring.termination_judge import JUDGE_FAILED, TerminationJudge, judge_traces
+from simhub.tutoring.trace import (
+    RunInfo,
+    Trace,
+    TraceTurn,
+    read_run_info,
+    read_trace,
+    trace_name,
+    write_run_info,
+    write_trace,
+)
 from simhub.tutoring.tutors import BenchRequest, BenchTutor
 
 TRACES = "traces"
@@ -149,19 +161,23 @@ class Bench:
     def __init__(self, tutors: Sequence[BenchTutor], learner: Learner, extractor: Extractor, preset: Preset,
                  options: BenchOptions, output: str | os.PathLike[str], *, preset_name: str = "paper",
                  info: Mapping[str, Any] | None = None, shadow: Extractor | None = None,
-                 rater: IQRater | None = None):
+                 rater: IQRater | None = None, termination_judge: TerminationJudge | None = None):
         self.tutors, self.learner, self.extractor, self.preset = list(tutors), learner, extractor, preset
         #: A second extractor run on every turn, only to report its agreement with ``extractor``.
         self.shadow = shadow
         #: Rates every finished conversation's interaction quality once (IQ), when set.
         self.rater = rater
+        #: Sets every finished conversation's end turn after the fact (the state rules then stop nothing).
+        self.termination_judge = termination_judge
+        if termination_judge is not None and not options.full_length:
+            options = dataclasses.replace(options, full_length=True)
         self.options, self.output, self.preset_name = options, Path(output), preset_name
         self.info = dict(info or {})
         from simhub.config import cache_root
 
         self.cache = None if options.no_cache else ContentCache(cache_root(options.cache_dir), "tutor-bench")
         self.calls = {"learner": 0, "tutor": 0, "extractor": 0, **({"shadow": 0} if shadow else {}),
-                      **({"iq_rater": 0} if rater else {})}
+                      **({"iq_rater": 0} if rater else {}), **({"termination_judge": 0} if termination_judge else {})}
         self.cache_hits = 0
 
     # ------------------------------------------------------------------------------- run settings
@@ -173,7 +189,8 @@ class Bench:
                 "preset_fields": msgspec.to_builtins(self.preset), "seed": self.options.seed,
                 "full_length": self.options.full_length, "temperature": self.options.temperature,
                 "max_tokens": self.options.max_tokens,
-                **({"iq_rater": self.rater.describe()} if self.rater else {})}
+                **({"iq_rater": self.rater.describe()} if self.rater else {}),
+                **({"termination_judge": self.termination_judge.describe()} if self.termination_judge else {})}
 
     def _check_folder(self) -> None:
         import json
@@ -181,19 +198,18 @@ class Bench:
         run_file = self.output / RUN_FILE
         mine = self.settings()
         if run_file.is_file():
-            try:
-                theirs = json.loads(run_file.read_text()).get("settings", {})
-            except ValueError:
-                theirs = {}
-            # The IQ rater is a setting only where one ran: a run without one into a rated folder differs too.
-            keys = [*mine, *(["iq_rater"] if "iq_rater" in theirs and "iq_rater" not in mine else [])]
+            theirs = read_run_info(run_file).settings
+            # The IQ rater and the termination judge are settings only where one ran: a run without one
+            # into a folder that had one differs too.
+            keys = [*mine, *(k for k in ("iq_rater", "termination_judge") if k in theirs and k not in mine)]
             for key in keys:
                 value = mine.get(key)
                 if json.dumps(theirs.get(key), sort_keys=True) != json.dumps(value, sort_keys=True):
                     raise DataError(f"{self.output}: holds a tutor-bench run with another {key}; resume it with the "
                                     f"same settings or choose another --output", file=str(run_file), field=key)
-        atomic_write_bytes(run_file, json.dumps({"settings": mine, **self.info}, indent=2, sort_keys=True,
-                                                default=str).encode())
+        self.output.mkdir(parents=True, exist_ok=True)
+        write_run_info(run_file, msgspec.convert({"settings": json.loads(json.dumps(mine, default=str)),
+                                                  **self.info}, RunInfo))
 
     # --------------------------------------------------------------------------------------- run
 
@@ -204,7 +220,7 @@ class Bench:
         folder = self.output / TRACES
         traces: dict[str, Trace] = {}
         todo: list[_Conv] = []
-        unrated: list[Path] = []
+        again: list[Path] = []
         for tutor in self.tutors:
             for item in items:
                 for level in levels:
@@ -213,26 +229,47 @@ class Bench:
                         old = read_trace(path)
                         if old.failed is None:  # failed conversations are tried again (their good calls are cached)
                             traces[path.name] = old
-                            if self.rater is not None and (old.iq_flag or "").startswith(RATER_FAILED):
-                                unrated.append(path)  # the rater failed last time: it is asked again
+                            if self._asks_again(old):
+                                again.append(path)
                             continue
                     start = initial_state(item.graph, level)
                     todo.append(_Conv(tutor, item, level, path, start, start))
         for k in range(0, len(todo), max(1, self.options.batch)):
             chunk = self._run_chunk(todo[k:k + self.options.batch])
-            rated = self._rate([self._trace(conv) for conv in chunk])
+            rated = self._rate(self._judge([self._trace(conv) for conv in chunk]))
             for conv, trace in zip(chunk, rated, strict=True):
                 write_trace(conv.path, trace)
                 traces[conv.path.name] = trace
                 if on_trace:
                     on_trace(trace)
-        for k in range(0, len(unrated), max(1, self.options.batch)):
-            paths = unrated[k:k + self.options.batch]
-            for path, trace in zip(paths, self._rate([traces[p.name] for p in paths]), strict=True):
+        for k in range(0, len(again), max(1, self.options.batch)):
+            paths = again[k:k + self.options.batch]
+            judged = self._judge([traces[p.name] for p in paths], only_failed=True)
+            for path, trace in zip(paths, self._rate(judged), strict=True):
                 write_trace(path, trace)
                 traces[path.name] = trace
         order = [folder / trace_name(t.id, i.id, lv) for t in self.tutors for i in items for lv in levels]
         return [traces[p.name] for p in order]
+
+    def _asks_again(self, trace: Trace) -> bool:
+        """Whether a finished trace's termination judge or IQ rater failed last time (it is asked again)."""
+        return ((self.termination_judge is not None and (trace.judged_stop_flag or "").startswith(JUDGE_FAILED))
+                or (self.rater is not None and (trace.iq_flag or "").startswith(RATER_FAILED)))
+
+    def _judge(self, traces: list[Trace], *, only_failed: bool = False) -> list[Trace]:
+        """The chunk's traces with their judged end turn, in one batched judge call (``only_failed``:
+        only those whose judge failed before, as on a resumed run)."""
+        if self.termination_judge is None:
+            return traces
+        pick = [i for i, t in enumerate(traces)
+                if not only_failed or (t.judged_stop_flag or "").startswith(JUDGE_FAILED)]
+        judged, asked, hits = judge_traces(self.termination_judge, [traces[i] for i in pick], self.cache)
+        self.calls["termination_judge"] += asked
+        self.cache_hits += hits
+        out = list(traces)
+        for i, t in zip(pick, judged, strict=True):
+            out[i] = t
+        return out
 
     def _rate(self, traces: list[Trace]) -> list[Trace]:
         """The chunk's traces with their IQ, in one batched rater call (before they are written, so

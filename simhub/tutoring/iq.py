@@ -85,7 +85,8 @@ class IQRater:
 
 
 def conversation_of(trace: Trace) -> tuple[str, list[tuple[str, str]]]:
-    return trace.question, [(t.learner, t.tutor) for t in trace.turns]
+    """What the rater reads: the turns the metrics are of (up to a judged stop, when there is one)."""
+    return trace.question, [(t.learner, t.tutor) for t in trace.scored_turns]
 
 
 def rate_traces(rater: IQRater, traces: Sequence[Trace], cache: ContentCache | None = None) -> tuple[list[Trace], int, int]:

@@ -151,12 +151,12 @@ def kg_trajectories(traces: Sequence[Trace]) -> dict[str, dict[str, list[float]]
     present = {t.level for t in good}
     for level in [lv for lv in LEVELS if lv in present] + sorted(present - set(LEVELS)):
         at = [t for t in good if t.level == level]
-        longest = max(len(t.turns) for t in at)
+        longest = max(len(t.scored_turns) for t in at)
         out[level] = {}
         for tutor in dict.fromkeys(t.tutor for t in at):
             curves = []
             for t in (x for x in at if x.tutor == tutor):
-                gains = [float(knowledge_gain(t.initial, turn.record.state)) for turn in t.turns]
+                gains = [float(knowledge_gain(t.initial, turn.record.state)) for turn in t.scored_turns]
                 curves.append(gains + [gains[-1]] * (longest - len(gains)))
             out[level][tutor] = [sum(c[k] for c in curves) / len(curves) for k in range(longest)]
     return out
@@ -168,10 +168,10 @@ def load_per_turn(traces: Sequence[Trace]) -> dict[str, tuple[list[float], list[
     good = _ok(traces)
     for tutor in dict.fromkeys(t.tutor for t in good):
         mine = [t for t in good if t.tutor == tutor]
-        longest = max(len(t.turns) for t in mine)
+        longest = max(len(t.scored_turns) for t in mine)
         loads, caps = [], []
         for k in range(longest):
-            running = [t.turns[k].record for t in mine if len(t.turns) > k]
+            running = [t.scored_turns[k].record for t in mine if len(t.scored_turns) > k]
             loads.append(sum(r.effective_load for r in running) / len(running))
             caps.append(sum(r.threshold for r in running) / len(running))
         out[tutor] = (loads, caps)
@@ -272,6 +272,9 @@ def bench_section(benches: Sequence[Bench]) -> tuple[str, str, str]:
                   f"every aggregate and counted beside it.</span>") if r.failed else ""
         ratings = "" if isinstance(r.flagged_ratings, msgspec.UnsetType) else \
             f" IQ was rated by an LLM rater; {r.flagged_ratings} ratings were unusable and are left out of IQ."
+        if not isinstance(r.flagged_stops, msgspec.UnsetType):
+            ratings += (f" Each conversation ends where an LLM termination judge said a real student would have left "
+                        f"it; {r.flagged_stops} judgements were unusable, and those conversations count whole.")
         parts.append(
             f'<h3 id="{sid}">{_e(bench.name)}</h3>'
             f"<p>{r.conversations} conversations, {r.flagged_turns} flagged turns (an unusable learner or extractor "

@@ -10,6 +10,8 @@ paired tutor comparisons, the tutor × level table and the failure modes; and re
 * IQ (interaction quality, 1..10 from an LLM rater, higher is better) joins every one of these, R̄
   included, when any trace holds a score; flagged ratings are counted like flagged turns. Without IQ
   the results are the version-1 document, unchanged; with IQ they are version 2.
+* A termination judge's end turns (stateless learners) decide which turns every metric is of; unusable
+  judgements are counted (``flagged_stops``), and results with judged stops are version 3.
 * Paired comparisons: every pair of tutors on the same (item, level) conversations where neither
   failed, per level and pooled: the mean difference, its paired item-bootstrap interval and a
   permutation test flipping whole items, Holm-adjusted over the whole family.
@@ -44,9 +46,9 @@ from simhub.stats import cluster_mean_ci, holm, paired_compare
 from simhub.tutoring.trace import Trace, read_document
 
 RESULTS_KIND = "simhub-tutor-bench-results"
-RESULTS_VERSION = 2
-#: The versions :func:`read_results` reads (1 has no IQ and no flagged-rating counts).
-RESULTS_READS = (1, 2)
+RESULTS_VERSION = 3
+#: The versions :func:`read_results` reads (1 has no IQ and no flagged-rating counts, 2 no flagged-stop counts).
+RESULTS_READS = (1, 2, 3)
 RESULTS_FILE = "results.json"
 #: The metrics reported, and whether higher is better.
 METRICS: dict[str, bool] = {"kg": True, "nkg": True, "dc": True, "co": False}
@@ -74,6 +76,8 @@ class LevelResult(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     failure_shares: dict[str, float]
     #: Unusable IQ ratings (version 2; absent when no IQ rater ran).
     flagged_ratings: int | msgspec.UnsetType = msgspec.UNSET
+    #: Unusable termination judgements (version 3; absent when no termination judge ran).
+    flagged_stops: int | msgspec.UnsetType = msgspec.UNSET
 
 
 class TutorResult(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -86,6 +90,7 @@ class TutorResult(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     ranks: dict[str, float]
     mean_rank: float | None
     flagged_ratings: int | msgspec.UnsetType = msgspec.UNSET
+    flagged_stops: int | msgspec.UnsetType = msgspec.UNSET
 
 
 class Comparison(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -132,6 +137,7 @@ class BenchResults(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     n_resamples: int = 2000
     seed: int = 0
     flagged_ratings: int | msgspec.UnsetType = msgspec.UNSET
+    flagged_stops: int | msgspec.UnsetType = msgspec.UNSET
 
     def metric_names(self) -> list[str]:
         """The metrics this document reports: KG, NKG, DC, CO, and IQ when any tutor has it."""
@@ -227,11 +233,15 @@ def summarize(traces: Sequence[Trace], *, preset: str, settings: dict[str, Any] 
     traces = sorted(traces, key=lambda t: (rank[t.tutor], t.item, LEVELS.index(t.level) if t.level in LEVELS else 9))
     levels = [lv for lv in LEVELS if any(t.level == lv for t in traces)]
     rated = any(t.rated for t in traces)
+    judged = any(t.judged for t in traces)
     metrics = {**METRICS, **({IQ: True} if any(t.iq is not None for t in traces) else {})}
     ranked = [*RANKED, *([IQ] if IQ in metrics else [])]
 
     def flagged(ts: Sequence[Trace]) -> int | msgspec.UnsetType:
         return sum(1 for t in ts if t.iq_flag is not None) if rated else msgspec.UNSET
+
+    def flagged_stops(ts: Sequence[Trace]) -> int | msgspec.UnsetType:
+        return sum(1 for t in ts if t.judged_stop_flag is not None) if judged else msgspec.UNSET
 
     per_tutor: list[TutorResult] = []
     for tutor in tutors:
@@ -251,12 +261,12 @@ def summarize(traces: Sequence[Trace], *, preset: str, settings: dict[str, Any] 
                 estimates[m] = _estimate([v for v, _ in scored], [i for _, i in scored], n_resamples, seed)
             level_results[level] = LevelResult(
                 conversations=len(at), failed=len(at) - len(good), flagged_turns=sum(t.flagged_turns for t in at),
-                mean_turns=float(np.mean([len(t.turns) for t in good])) if good else None,
+                mean_turns=float(np.mean([len(t.scored_turns) for t in good])) if good else None,
                 metrics=estimates,
                 stops=dict(Counter(t.stop_reason or "none" for t in at)),
                 failure_modes={m: modes.get(m, 0) for m in FAILURE_MODES},
                 failure_shares={m: (modes.get(m, 0) / total if total else 0.0) for m in FAILURE_MODES},
-                flagged_ratings=flagged(at))
+                flagged_ratings=flagged(at), flagged_stops=flagged_stops(at))
         marginal = {}
         for m in metrics:
             scored_t = [(v, t) for t in ok if (v := _score(t, m)) is not None]
@@ -264,7 +274,8 @@ def summarize(traces: Sequence[Trace], *, preset: str, settings: dict[str, Any] 
                                     [t.level for _, t in scored_t], n_resamples, seed)
         per_tutor.append(TutorResult(tutor=tutor, conversations=len(mine), failed=len(mine) - len(ok),
                                      flagged_turns=sum(t.flagged_turns for t in mine), levels=level_results,
-                                     marginal=marginal, ranks={}, mean_rank=None, flagged_ratings=flagged(mine)))
+                                     marginal=marginal, ranks={}, mean_rank=None, flagged_ratings=flagged(mine),
+                                     flagged_stops=flagged_stops(mine)))
     for m in ranked:
         ranks = _ranks({r.tutor: r.marginal[m].mean for r in per_tutor}, metrics[m])
         for r in per_tutor:
@@ -276,12 +287,12 @@ def summarize(traces: Sequence[Trace], *, preset: str, settings: dict[str, Any] 
     comparisons = _compare(traces, tutors, levels, metrics, n_resamples, seed)
     failures = [{"id": t.id, "cause": t.failed} for t in traces if t.failed is not None]
     return BenchResults(
-        schema_version=RESULTS_VERSION if rated else 1,
+        schema_version=RESULTS_VERSION if judged else 2 if rated else 1,
         created=datetime.now(UTC).isoformat(timespec="seconds"), simhub_version=__version__, preset=preset,
         levels=levels, items=len({t.item for t in traces}), conversations=len(traces), failed=len(failures),
         flagged_turns=sum(t.flagged_turns for t in traces), tutors=per_tutor, comparisons=comparisons,
         failures=failures, settings=dict(settings or {}), extractor_agreement=extractor_agreement(traces),
-        n_resamples=n_resamples, seed=seed, flagged_ratings=flagged(traces))
+        n_resamples=n_resamples, seed=seed, flagged_ratings=flagged(traces), flagged_stops=flagged_stops(traces))
 
 
 def _compare(traces: Sequence[Trace], tutors: list[str], levels: list[str], metrics: dict[str, bool],
@@ -365,7 +376,8 @@ def rescore_trace(trace: Trace, preset: Preset, *, file: str | None = None) -> T
 
     The recorded turns are replayed up to the first turn at which ``preset``'s rules stop the
     conversation (all of them for a full-length run): a preset that stops earlier scores the shorter
-    conversation, one that would have gone on scores what was recorded.
+    conversation, one that would have gone on scores what was recorded. A judged stop (a termination judge's
+    end turn) keeps deciding: the metrics are of the turns up to it.
     """
     if trace.failed is not None:
         return trace
@@ -383,7 +395,8 @@ def rescore_trace(trace: Trace, preset: Preset, *, file: str | None = None) -> T
                 break
     except SimhubError as exc:
         raise DataError(f"{where}: {exc}", file=file, field=exc.field) from None
-    return msgspec.structs.replace(trace, turns=turns, metrics=conversation_metrics(graph, trace.initial, records))
+    scored = records[:trace.judged_stop_turn] if trace.judged_stop_turn is not None else records
+    return msgspec.structs.replace(trace, turns=turns, metrics=conversation_metrics(graph, trace.initial, scored))
 
 
 def write_results(results: BenchResults, output: str | os.PathLike[str]) -> Path:
@@ -447,6 +460,8 @@ def format_results(results: BenchResults) -> str:
     lines.append("")
     ratings = "" if isinstance(results.flagged_ratings, msgspec.UnsetType) else \
         f", {results.flagged_ratings} flagged IQ ratings"
+    if not isinstance(results.flagged_stops, msgspec.UnsetType):
+        ratings += f", {results.flagged_stops} flagged termination judgements"
     lines.append(f"{results.conversations} conversations, {results.failed} failed, {results.flagged_turns} flagged turns"
                  f"{ratings}")
     return "\n".join(lines)

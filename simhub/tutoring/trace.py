@@ -4,9 +4,14 @@ A :class:`Trace` holds the item's IU graph, the learner's initial state, and per
 message (with its thought, attempt flag and articulation mode), the tutor's reply, the extractor's
 per-IU signals (or why its answer was flagged) and the turn's record under the run's preset (state,
 loads, τ, η, E/Z/A sets). It also names the models, the seeds, the stop and any failure, and, when an
-IQ rater ran, the conversation's interaction-quality score (or why the rating was flagged). Traces
-are written atomically; :func:`read_trace` reads versions 1 (no IQ fields: a trace without IQ) and
-2, and refuses another or newer ``schema_version`` with a message that names it.
+IQ rater ran, the conversation's interaction-quality score (or why the rating was flagged), and,
+when a termination judge ran (stateless learners), the turn it judged the conversation to end at. Traces are
+written atomically; :func:`read_trace` reads versions 1 (no IQ fields: a trace without IQ), 2 (no
+judged stop) and 3, and refuses another or newer ``schema_version`` with a message that names it.
+
+The run folder's ``run.json`` (:class:`RunInfo`) holds the settings every trace of the folder shares
+(a resumed run must match them) and what the command was given; :func:`read_run_info` reads it, a
+file written before it was versioned as version 0.
 """
 
 from __future__ import annotations
@@ -27,9 +32,9 @@ from simhub.runformat import check_version, convert_checked
 from simhub.schema import atomic_write_bytes
 
 TRACE_KIND = "simhub-tutor-bench-trace"
-TRACE_VERSION = 2
-#: The versions :func:`read_trace` reads (1 has no IQ fields; it reads as a trace without IQ).
-TRACE_READS = (1, 2)
+TRACE_VERSION = 3
+#: The versions :func:`read_trace` reads (1 has no IQ fields, 2 no judged stop; they read as traces without).
+TRACE_READS = (1, 2, 3)
 
 
 class TraceTurn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -81,6 +86,22 @@ class Trace(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     iq: int | None = None
     iq_reason: str | None = None
     iq_flag: str | None = None
+    #: The last turn a termination judge decided a real student would have stayed for (version 3; stateless
+    #: learners with ``--termination-judge``): the metrics and IQ are those of the turns up to it. None when
+    #: no judge ran or its answer was unusable, in which case ``judged_stop_flag`` says why.
+    judged_stop_turn: int | None = None
+    judged_stop_reason: str | None = None
+    judged_stop_flag: str | None = None
+
+    @property
+    def judged(self) -> bool:
+        """A termination judge looked at this conversation (its judgement is a turn or a flag)."""
+        return self.judged_stop_turn is not None or self.judged_stop_flag is not None
+
+    @property
+    def scored_turns(self) -> list[TraceTurn]:
+        """The turns the metrics are of: up to the judged stop when there is one, else every turn."""
+        return self.turns[:self.judged_stop_turn] if self.judged_stop_turn is not None else self.turns
 
     @property
     def rated(self) -> bool:
@@ -134,3 +155,49 @@ def read_document(path: str | os.PathLike[str], type: type[S], kind: str, versio
 def read_trace(path: str | os.PathLike[str]) -> Trace:
     return read_document(path, Trace, TRACE_KIND, TRACE_READS, "trace ",
                          f"not a tutor-bench trace (kind {TRACE_KIND!r} expected)")
+
+
+RUN_KIND = "simhub-tutor-bench-run"
+RUN_VERSION = 1
+#: The versions :func:`read_run_info` reads (0: a run.json written before it had ``schema_version``
+#: and ``kind``, the same layout otherwise).
+RUN_READS = (0, 1)
+
+
+class RunInfo(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A tutor-bench folder's ``run.json``: the shared ``settings`` (learner, extractor, preset,
+    seed...) and what the run was asked (profile, items, levels, tutors, component names)."""
+
+    schema_version: int = RUN_VERSION
+    kind: str = RUN_KIND
+    settings: dict[str, Any] = msgspec.field(default_factory=dict)
+    profile: str | None = None
+    items: str | None = None
+    n: int | None = None
+    levels: list[str] | None = None
+    tutors: list[str] | None = None
+    learner_name: str | None = None
+    extractor_name: str | None = None
+
+
+def write_run_info(path: str | os.PathLike[str], info: RunInfo) -> None:
+    atomic_write_bytes(path, msgspec.json.format(msgspec.json.encode(info), indent=2))
+
+
+def read_run_info(path: str | os.PathLike[str]) -> RunInfo:
+    """``run.json`` decoded; a DataError naming the file (and the field) when it is not one."""
+    path = Path(path)
+    try:
+        raw = msgspec.json.decode(path.read_bytes())
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror})", file=str(path)) from None
+    except msgspec.DecodeError as exc:
+        raise DataError(f"{path}: not JSON ({exc})", file=str(path)) from None
+    if isinstance(raw, dict) and "schema_version" not in raw and "kind" not in raw:
+        raw = {**raw, "schema_version": 0, "kind": RUN_KIND}  # written before run.json was versioned
+    if not isinstance(raw, dict) or raw.get("kind") != RUN_KIND:
+        raise DataError(f"{path}: not a tutor-bench run.json (kind {RUN_KIND!r} expected)", file=str(path),
+                        field="kind")
+    version = check_version(raw.get("schema_version"), RUN_READS, str(path), what="run.json ", file=str(path))
+    info = convert_checked(raw, RunInfo, str(path), file=str(path), version=version)
+    return msgspec.structs.replace(info, schema_version=RUN_VERSION) if version == 0 else info

@@ -67,7 +67,7 @@ def test_a_trace_holds_the_whole_conversation_and_rescoring_reproduces_it(tmp_pa
     files = sorted((out / TRACES).glob("*.json"))
     assert len(files) == 2 * 3 * 3
     trace = read_trace(files[0])
-    assert trace.schema_version == 2 and trace.turns and trace.stop_reason in ("mastery", "overload", "max_turns")
+    assert trace.schema_version == 3 and trace.turns and trace.stop_reason in ("mastery", "overload", "max_turns")
     first = trace.turns[0]
     assert first.turn == 1 and first.learner and first.tutor and set(first.signals) == set(n.id for n in trace.graph.nodes)
     assert first.record.threshold >= 2 and trace.models["extractor"]["id"] == "offline:lexical"
@@ -261,10 +261,10 @@ def test_bad_input_is_a_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "IU99" in err and file.name in err
     raw["turns"][0]["signals"].pop("IU99")
-    raw["schema_version"] = 3
+    raw["schema_version"] = 4
     file.write_text(json.dumps(raw))
     assert main(["tutor-bench", "--rescore", "--output", str(run)]) == 2
-    assert "schema_version 3" in capsys.readouterr().err
+    assert "schema_version 4" in capsys.readouterr().err
     assert main(["tutor-bench", "--rescore", "--output", str(tmp_path / "empty")]) == 2
     assert "no traces" in capsys.readouterr().err
 

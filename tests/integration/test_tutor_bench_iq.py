@@ -68,7 +68,7 @@ def test_an_iq_rater_scores_every_conversation_and_joins_the_ranks(tmp_path, fak
                for r in requests)
     assert any(TUTOR_TEXT in r.body["messages"][-1]["content"] for r in requests)
     for t in traces:
-        assert t.schema_version == 2 and t.iq_flag is None and t.iq_reason == "clear and responsive"
+        assert t.schema_version == 3 and t.iq_flag is None and t.iq_reason == "clear and responsive"
         assert (7 <= t.iq <= 9) if t.tutor == "api-tutor" else (2 <= t.iq <= 4)
         assert t.models["iq_rater"]["id"] == "api-extractor" and t.models["iq_rater"]["prompt"].startswith("iq-")
 
@@ -164,7 +164,7 @@ def test_without_a_rater_nothing_changes_and_a_version_1_trace_still_reads(tmp_p
                  "api-extractor", "--no-cache", "--bootstrap", "300"]) == 0
     assert len(_rater_requests(fake_openai)) == len(files)
     rated = [read_trace(f) for f in files]
-    assert all(t.schema_version == 2 and 2 <= t.iq <= 4 for t in rated)
+    assert all(t.schema_version == 3 and 2 <= t.iq <= 4 for t in rated)
     first = json.loads((run / "rescored-paper.json").read_text())
     assert all("iq" in t["ranks"] for t in first["tutors"])
     assert main(["tutor-bench", "--rescore", "--output", str(run), "--bootstrap", "300"]) == 0
@@ -183,9 +183,9 @@ def test_a_newer_trace_or_results_version_is_refused(tmp_path, capsys):
     path = run / RESULTS_FILE
     assert read_results(path).schema_version == 1
     raw = json.loads(path.read_text())
-    raw["schema_version"] = 3
+    raw["schema_version"] = 4
     path.write_text(json.dumps(raw))
-    with pytest.raises(DataError, match=r"results schema_version 3 is newer than this simhub reads \(1 and 2\)"):
+    with pytest.raises(DataError, match=r"results schema_version 4 is newer than this simhub reads \(1, 2 and 3\)"):
         read_results(path)
 
 
