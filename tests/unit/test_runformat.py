@@ -38,6 +38,7 @@ from simhub.runformat import (
     read_simulations,
     write_dialogue_results,
     write_eval_results,
+    write_rollout_dialogues,
     write_scores,
     write_simulations,
 )
@@ -408,6 +409,14 @@ def test_rollouts_round_trip_as_dialogues_with_the_version_in_front(tmp_path, sa
     # Other dialogue files, and rollouts of real dialogues, are as before: no version, plain dialogues.
     write_rollouts(sample_corpus["test"][:2], tmp_path / "real", info)
     assert read_jsonl(tmp_path / "real" / "rollouts.jsonl") == sample_corpus["test"][:2]
+
+
+def test_a_rollouts_file_is_named_as_dialogues_where_score_items_are_wanted(tmp_path):
+    from simhub.cli.common import read_score_items
+
+    write_rollout_dialogues(tmp_path / "rollouts.jsonl", [msgspec.convert(d, Dialogue) for d in _v0_rollouts()])
+    with pytest.raises(DataError, match="holds dialogues, not score items"):
+        read_score_items(str(tmp_path / "rollouts.jsonl"))
 
 
 def test_a_rollout_line_has_the_fields_of_a_dialogue():
