@@ -26,7 +26,10 @@ file stays a dialogue file that every command reading dialogues accepts (``simhu
 ``simhub data items``, ``simhub eval-dialogues --sim``). :class:`RolloutLine` has the dialogue's
 fields after ``schema_version`` (a test keeps the two in step), and the dialogue reader
 (:func:`simhub.schema.iter_jsonl`) accepts the key on a dialogue line, checks it like this module's
-readers and drops it: a dialogue read from any file is a plain ``Dialogue``.
+readers and drops it: a dialogue read from any file is a plain ``Dialogue``. A wrapper line
+(``{"schema_version", "dialogue"}``) would have made rollouts unreadable as dialogues, and a version
+field on ``Dialogue`` itself would have carried a run file's version into every dialogue and data file
+written from it.
 
 :func:`check_version` and :func:`convert_checked` are the same two steps for any versioned file (the
 tutor-bench traces and results use them too).
