@@ -26,6 +26,7 @@ import types
 import typing
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import msgspec
 import yaml
@@ -138,9 +139,16 @@ class KnowledgeConfig(ModelRef, kw_only=True, forbid_unknown_fields=True, frozen
 class EndpointSettings(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """How to reach an OpenAI-compatible endpoint (the key is read from ``api_key_env``, never stored).
 
+    The one definition of an endpoint's settings, checked here whether read from a profile or built
+    in Python; the client's :class:`~simhub.models.openai.EndpointConfig` holds them, with the model,
+    the key variables and the cache folder that :func:`simhub.models.endpoints.endpoint_config` derives.
+
+    ``base_url`` ends in ``/v1`` (``https://api.openai.com/v1``, ``http://localhost:8000/v1`` for vLLM).
     ``api_key_env`` names the one environment variable whose value is sent as the key; ``none``
     sends no key. Left out, the kind's default variables (``OPENAI_API_KEY``...) are sent only to
     ``api.openai.com``, a loopback server gets no key, and any other host is an error asking for it.
+    Each attempt may take ``timeout_s`` seconds, up to ``max_retries`` retries follow the first, and
+    at most ``concurrency`` requests are in flight per client.
     """
 
     base_url: str | None = None
@@ -153,6 +161,24 @@ class EndpointSettings(_Section, kw_only=True, forbid_unknown_fields=True, froze
     cache_dir: str | None = None
     #: Send large jobs through the OpenAI Batch API (half the price, answers within 24 h).
     batch_api: bool = False
+
+    def __post_init__(self) -> None:
+        # Runs for settings built in Python too (msgspec checks types only when converting).
+        if self.base_url is not None and (not isinstance(self.base_url, str)
+                                          or urlsplit(self.base_url).scheme not in ("http", "https")):
+            raise ConfigError("base_url: must be an http(s) URL such as https://api.openai.com/v1", field="base_url")
+        check_number("timeout_s", self.timeout_s, positive=True)
+        check_number("max_retries", self.max_retries, low=0, integer=True)
+        check_number("concurrency", self.concurrency, low=1, integer=True)
+
+
+def check_number(name: str, value: Any, *, low: float = 0, positive: bool = False, integer: bool = False) -> None:
+    """A ConfigError on ``name`` unless ``value`` is a number (an integer) ``>= low`` (``> 0``)."""
+    kinds = int if integer else int | float
+    if isinstance(value, bool) or not isinstance(value, kinds) or value < low or (positive and value <= 0):
+        what = f"an integer >= {low}" if integer else ("a positive number of seconds" if positive else
+                                                       f"a number of seconds >= {low}")
+        raise ConfigError(f"{name}: must be {what}, got {value!r}", field=name)
 
 
 class JudgeConfig(ModelRef, kw_only=True, forbid_unknown_fields=True, frozen=True):

@@ -95,7 +95,9 @@ def key_names(base_url: str, api_key_env: str | None, *, kind: str, field: str =
 
 def endpoint_config(settings: EndpointSettings, model: str, *, kind: str, default_cache: Path | None,
                     field: str | None = None) -> EndpointConfig:
-    """The client settings of a profile's endpoint section (``field`` names it in errors; default ``kind``)."""
+    """The client's view of a profile's endpoint section: the settings with the model, the key variables
+    the rule above allows and the cache folder (``field`` names the section in errors; default ``kind``).
+    The one place an :class:`EndpointConfig` is derived from :class:`EndpointSettings`."""
     field = field or kind
     if not settings.base_url:
         raise ConfigError(f"{field}.base_url: required for an OpenAI-compatible endpoint", field=f"{field}.base_url")
@@ -104,9 +106,7 @@ def endpoint_config(settings: EndpointSettings, model: str, *, kind: str, defaul
     if settings.cache:
         cache = Path(settings.cache_dir) if settings.cache_dir else default_cache
     try:
-        return EndpointConfig(base_url=settings.base_url, model=model, api_key_env=names[0] if names else None,
-                              api_key_fallbacks=names[1:], timeout_s=settings.timeout_s,
-                              max_retries=settings.max_retries, concurrency=settings.concurrency, cache_dir=cache)
+        return EndpointConfig(settings, model, key_names=names, cache_dir=cache)
     except ConfigError as exc:
         raise ConfigError(f"{field}: {exc.message}", field=f"{field}.{exc.field}" if exc.field else field) from None
 
