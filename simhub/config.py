@@ -85,6 +85,10 @@ def load_yaml_mapping(path: Path, kind: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------- structs
 
+#: The built-in model backends (:mod:`simhub.models.loader` registers one loader for each; a plugin adds
+#: more through ``register_backend``, in Python).
+Backend = Literal["transformers", "vllm"]
+BUILTIN_BACKENDS: tuple[str, ...] = typing.get_args(Backend)
 
 
 class _Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
@@ -239,7 +243,7 @@ class VLLMOptions(_Section, kw_only=True, forbid_unknown_fields=True, frozen=Tru
 class ScoringConfig(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
     device: str | None = None
     #: Backend of the local metric models: ``transformers`` or ``vllm``.
-    backend: Literal["transformers", "vllm"] = "transformers"
+    backend: Backend = "transformers"
     batch_size: int = 16
     chunk_size: int = 128
     #: Adapters on one base share one loaded base (switched per call); false merges each adapter
@@ -262,7 +266,7 @@ class _ModelBacked(_Section, kw_only=True, forbid_unknown_fields=True, frozen=Tr
     adapter: str | None = None
     revision: str | None = None
     adapter_revision: str | None = None
-    backend: Literal["transformers", "vllm"] | None = None
+    backend: Backend | None = None
     endpoint: EndpointSettings = msgspec.field(default_factory=EndpointSettings)
     temperature: float | None = None
     max_tokens: int | None = None
@@ -328,7 +332,7 @@ class ServingConfig(_Section, kw_only=True, forbid_unknown_fields=True, frozen=T
     host: str = "127.0.0.1"
     port: int = 8000
     #: Default backend of local simulators.
-    backend: Literal["transformers", "vllm"] = "transformers"
+    backend: Backend = "transformers"
     vllm: VLLMOptions = msgspec.field(default_factory=VLLMOptions)
     limits: Limits = msgspec.field(default_factory=Limits)
     preload: bool = True

@@ -23,6 +23,7 @@ from simhub.cli.common import (
     metric_models,
     read_dialogues,
 )
+from simhub.config import BUILTIN_BACKENDS
 
 
 def _simulator(args: argparse.Namespace, metrics: list[str] | None = None, loaded=None):
@@ -151,7 +152,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     add_profile(p)
     p.add_argument("--simulator", required=True, help="a simulator of the profile, baseline:STYLE or reference:...")
     p.add_argument("--data", required=True, help="dialogues (JSONL, the canonical format), e.g. test.jsonl")
-    p.add_argument("--backend", default="profile", choices=["profile", "auto", "transformers", "vllm"],
+    p.add_argument("--backend", default="profile", choices=["profile", "auto", *BUILTIN_BACKENDS],
                    help="backend of a local simulator: the profile's (default), auto (vLLM's offline engine when a "
                         "GPU and vLLM are there), transformers or vllm")
     p.add_argument("--cache-dir", help="content-addressed cache of generations and scores (default: $SIMHUB_HOME/cache)")
@@ -315,7 +316,7 @@ def register_dialogue_level(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="sampling seed of both sides (default 0)")
     p.add_argument("--limit", type=int, help="use the first N dialogues")
     _test_subsample(p)
-    p.add_argument("--backend", default="profile", choices=["profile", "auto", "transformers", "vllm"],
+    p.add_argument("--backend", default="profile", choices=["profile", "auto", *BUILTIN_BACKENDS],
                    help="backend of local models: the profile's (default), auto, transformers or vllm")
     p.add_argument("--cache-dir", help="content-addressed cache (default: $SIMHUB_HOME/cache)")
     p.add_argument("--no-cache", action="store_true",

@@ -40,6 +40,7 @@ import yaml
 from simhub.config import (
     PROVISIONED_SCHEMES,
     RECIPE_DIR,
+    Backend,
     Persona,
     convert,
     load_yaml_mapping,
@@ -77,7 +78,7 @@ class DPOSettings(_Recipe, kw_only=True, forbid_unknown_fields=True):
     top_k: Annotated[int, _help("top-k sampling cut (0: none, as the reference's vLLM sampling)")] = 0
     max_new_tokens: Annotated[int, _help("maximum new tokens per candidate")] = 400
     generation_batch_size: Annotated[int, _help("prompts per generation batch")] = 8
-    backend: Annotated[Literal["transformers", "vllm"], _help("generation backend: transformers or vllm")] = "transformers"
+    backend: Annotated[Backend, _help("generation backend: transformers or vllm")] = "transformers"
     scoring_profile: Annotated[str, _help(
         "simhub profile (name or path) whose metric models give the rewards")] = "paper-8b"
     reward_metrics: Annotated[list[str] | None, _help(
