@@ -445,7 +445,7 @@ def _normalise(value: Any, tp: Any, path: str, where: str) -> Any:
     return _leaf(value, tp, path, where)
 
 
-S = typing.TypeVar("S", bound=msgspec.Struct)
+_S = typing.TypeVar("_S", bound=msgspec.Struct)
 _MISSING = object()
 
 
@@ -459,7 +459,7 @@ def _value_at(data: Any, path: str) -> Any:
     return data
 
 
-def convert(data: dict[str, Any], struct: type[S], where: str) -> S:
+def convert(data: dict[str, Any], struct: type[_S], where: str) -> _S:
     """``data`` (a YAML mapping) as ``struct``; every problem is a ConfigError naming ``where`` (the
     file) and the key path: unknown keys and Literal values with a did-you-mean, then types."""
     checked = _normalise(data, struct, "", where)
@@ -474,7 +474,7 @@ def convert(data: dict[str, Any], struct: type[S], where: str) -> S:
         message = message[:1].lower() + message[1:]
         if message.startswith("expected"):
             value = _value_at(checked, at)
-            if value is not _MISSING and not isinstance(value, dict | list):
+            if value is not _MISSING and value is not None and not isinstance(value, dict | list):
                 message = f"{message} ({value!r})"
         raise ConfigError(f"{where}: {at}: {message}" if at else f"{where}: {message}", field=at or None) from None
 

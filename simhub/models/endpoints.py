@@ -54,7 +54,9 @@ KIND_KEY_ENVS: dict[str, tuple[str, ...]] = {
 DEFAULT_KEY_HOSTS = frozenset({"api.openai.com"})
 
 _LOCK = threading.Lock()
-_CLIENTS: dict[EndpointConfig, OpenAIClient] = {}
+#: One client per endpoint as the client sees it: sections that differ only in what the client never reads
+#: (``batch_api``, how the key variable was named, the ``cache`` flag beside the folder) share it.
+_CLIENTS: dict[tuple, OpenAIClient] = {}
 
 
 def is_loopback(base_url: str) -> bool:
@@ -116,10 +118,12 @@ def client_for(settings: EndpointSettings, model: str, *, kind: EndpointKind, de
     """The shared client of an endpoint; ``kind`` chooses the default key variables (see the module
     docstring) and names the section in errors unless ``field`` does."""
     config = endpoint_config(settings, model, kind=kind, default_cache=default_cache, field=field)
+    key = (config.base_url, config.model, config.key_names, config.cache_dir, config.timeout_s, config.max_retries,
+           config.concurrency, config.backoff_s, config.max_backoff_s)
     with _LOCK:
-        if config not in _CLIENTS:
-            _CLIENTS[config] = OpenAIClient(config)
-        return _CLIENTS[config]
+        if key not in _CLIENTS:
+            _CLIENTS[key] = OpenAIClient(config)
+        return _CLIENTS[key]
 
 
 def endpoint_lm(settings: EndpointSettings, model: str, *, kind: EndpointKind, default_cache: Path | None = None,

@@ -349,6 +349,17 @@ def test_config_is_derived_from_profile_settings(tmp_path):
     assert info.value.field == "judge.model"
 
 
+def test_sections_that_differ_only_in_what_the_client_never_reads_share_a_client(tmp_path):
+    from simhub.config import EndpointSettings
+    from simhub.models.endpoints import client_for
+
+    url = "http://localhost:9/v1"
+    one = client_for(EndpointSettings(base_url=url, cache_dir=str(tmp_path)), "m", kind="tutor")
+    assert client_for(EndpointSettings(base_url=url, cache_dir=str(tmp_path), batch_api=True, api_key_env="none"),
+                      "m", kind="simulator") is one  # one concurrency limit for both
+    assert client_for(EndpointSettings(base_url=url, cache_dir=str(tmp_path), concurrency=2), "m", kind="tutor") is not one
+
+
 # --------------------------------------------------------------------------- live requests
 
 
