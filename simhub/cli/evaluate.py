@@ -26,19 +26,36 @@ from simhub.cli.common import (
 from simhub.config import BUILTIN_BACKENDS
 
 
-def _simulator(args: argparse.Namespace, metrics: list[str] | None = None, loaded=None):
-    """The provisioned profile (the simulator's models and, with ``metrics``, those models) and the simulator."""
+def _is_knowsim(name: str | None) -> bool:
+    return name is not None and name.partition(":")[0] == "knowsim"
+
+
+def _check_simulator(name: str | None) -> None:
+    """A ``knowsim:LEVEL`` name's level, checked before anything is read or built (the profile's
+    names are checked against the profile by :func:`~simhub.cli.common.profile_for`)."""
+    if _is_knowsim(name):
+        from simhub.tutoring.components import knowsim_level
+
+        knowsim_level(name)
+
+
+def _simulator(args: argparse.Namespace, name: str, data, *, metrics: list[str] | None = None,
+               tutors: list[str] | None = None, loaded=None, backend: str = "profile"):
+    """The provisioned profile (with ``metrics``' and ``tutors``' models) and the simulator ``name``:
+    the knowledge-state learner for ``knowsim``/``knowsim:LEVEL`` (it needs no model of the profile,
+    so none is provisioned for it), else the profile's simulator (the ICL pool beside ``data``)."""
     from simhub.cli.common import profile_for
     from simhub.simulation import build_simulator, with_icl_pool
 
-    if args.simulator.partition(":")[0] == "knowsim":  # the knowledge-state learner needs no model of the profile
+    tutors = tutors or []
+    if _is_knowsim(name):
         from simhub.tutoring.components import knowsim_simulator  # (the tutoring stack: imported only for it)
 
-        knowsim = knowsim_simulator(args.simulator)
-        return profile_for(args, metrics=metrics, simulators=[], tutors=[], loaded=loaded), knowsim
-    profile = profile_for(args, metrics=metrics, simulators=[args.simulator], tutors=[], loaded=loaded)
-    force = None if args.backend == "profile" else _backend(args.backend)
-    return profile, build_simulator(args.simulator, with_icl_pool(profile, args.data), force_backend=force)
+        knowsim = knowsim_simulator(name)
+        return profile_for(args, metrics=metrics, simulators=[], tutors=tutors, loaded=loaded), knowsim
+    profile = profile_for(args, metrics=metrics, simulators=[name], tutors=tutors, loaded=loaded)
+    force = None if backend == "profile" else _backend(backend)
+    return profile, build_simulator(name, with_icl_pool(profile, data), force_backend=force)
 
 
 def _backend(choice: str) -> str:
@@ -68,10 +85,12 @@ def _simulate(args: argparse.Namespace) -> int:
     from simhub.evaluation.runs import _caches, simulate, student_targets, subsample_split
     from simhub.runformat import write_simulations
 
+    _check_simulator(args.simulator)
     targets = student_targets(subsample_split(read_dialogues(args.data), args.test_subsample), args.data)
     options = _options(args)
     check_output(args.output, folder=False)
-    _, simulator = _simulator(args, metrics=[])  # simulating needs no metric model: build none
+    # simulating needs no metric model: build none
+    _, simulator = _simulator(args, args.simulator, args.data, metrics=[], backend=args.backend)
     generations, _ = _caches(options)
     records = simulate(simulator, targets, cache=generations, chunk_size=args.chunk_size)
     write_simulations(args.output, records)
@@ -91,13 +110,15 @@ def _eval(args: argparse.Namespace) -> int:
     from simhub.simulation import build_simulator
 
     # Every input is read and checked before a model is built: a demo profile's first build trains for minutes.
+    _check_simulator(args.simulator)
     metrics = metric_list(args.metrics)
     options = _options(args, metrics)
     raw = load_profile(args.profile)
     check_configured(raw, metrics)
     student_targets(read_dialogues(args.data), args.data)
     check_output(args.output, folder=True)
-    profile, simulator = _simulator(args, metrics=metric_models(metrics), loaded=raw)
+    profile, simulator = _simulator(args, args.simulator, args.data, metrics=metric_models(metrics), loaded=raw,
+                                    backend=args.backend)
     record = {"simulator": simulator.config_record() if simulator.kind == "knowledge-state"
               else build_simulator(args.simulator, raw).config_record(), "scoring": msgspec.to_builtins(raw.scoring)}
     results = run_eval(profile, simulator, args.data, args.output, options, record=record)
@@ -150,7 +171,9 @@ def _report(args: argparse.Namespace) -> int:
 
 def _common(p: argparse.ArgumentParser) -> None:
     add_profile(p)
-    p.add_argument("--simulator", required=True, help="a simulator of the profile, baseline:STYLE or reference:...")
+    p.add_argument("--simulator", required=True,
+                   help="a simulator of the profile, baseline:STYLE, reference:..., or knowsim[:LEVEL] (the "
+                        "knowledge-state learner; LEVEL novice, intermediate or advanced)")
     p.add_argument("--data", required=True, help="dialogues (JSONL, the canonical format), e.g. test.jsonl")
     p.add_argument("--backend", default="profile", choices=["profile", "auto", *BUILTIN_BACKENDS],
                    help="backend of a local simulator: the profile's (default), auto (vLLM's offline engine when a "
@@ -206,12 +229,11 @@ def register(sub) -> None:
 
 
 def _rollout(args: argparse.Namespace) -> int:
-    from simhub.cli.common import profile_for
     from simhub.config import load_profile
     from simhub.errors import ConfigError, UnknownNameError
     from simhub.evaluation.rollout import RolloutOptions, rollout, write_rollouts
     from simhub.evaluation.runs import subsample_split
-    from simhub.simulation import build_simulator, load_options, with_icl_pool
+    from simhub.simulation import load_options
     from simhub.simulation.tutor import build_tutor, tutor_names
 
     for name in ("max_turns", "samples", "max_tokens", "limit"):
@@ -220,6 +242,7 @@ def _rollout(args: argparse.Namespace) -> int:
             raise ConfigError(f"{name}: must be at least 1, got {value}", field=name)
     if not 0.0 < args.top_p <= 1.0:
         raise ConfigError(f"top_p: must be in (0, 1], got {args.top_p}", field="top_p")
+    _check_simulator(args.simulator)
     raw = load_profile(args.profile)
     if args.tutor not in tutor_names(raw):
         raise UnknownNameError("tutor", args.tutor, tutor_names(raw), field="tutor")
@@ -228,9 +251,9 @@ def _rollout(args: argparse.Namespace) -> int:
         dialogues = dialogues[: args.limit]
     dialogues = subsample_split(dialogues, args.test_subsample)  # after --limit, as the reference truncates first
     check_output(args.output, folder=True)
-    profile = profile_for(args, metrics=[], simulators=[args.simulator], tutors=[args.tutor], loaded=raw)
+    profile, simulator = _simulator(args, args.simulator, args.data, metrics=[], tutors=[args.tutor], loaded=raw,
+                                    backend=args.backend)
     force = None if args.backend == "profile" else _backend(args.backend)
-    simulator = build_simulator(args.simulator, with_icl_pool(profile, args.data), force_backend=force)
     tutor = build_tutor(args.tutor, profile, load_options(profile, backend=force), mode=args.mode)
     temperature = args.temperature if args.temperature is not None else 0.6
     options = RolloutOptions(mode=args.mode, max_turns=args.max_turns, temperature=temperature, top_p=args.top_p,
@@ -259,7 +282,7 @@ def _eval_dialogues(args: argparse.Namespace) -> int:
         load_sim,
         write_results,
     )
-    from simhub.simulation import build_simulator, load_options, with_icl_pool
+    from simhub.simulation import load_options
     from simhub.simulation.tutor import build_tutor
 
     real = read_dialogues(args.real, "real")
@@ -270,15 +293,18 @@ def _eval_dialogues(args: argparse.Namespace) -> int:
     check_output(args.output, folder=True)
     simulator_name = args.simulator or info.get("simulator")
     tutor_name = args.tutor or info.get("tutor")
-    raw = load_profile(args.profile)
     want_sensitivity = simulator_name is not None and not args.no_sensitivity
-    profile = profile_for(args, simulators=[simulator_name] if want_sensitivity else [],
-                          tutors=[tutor_name] if want_sensitivity and tutor_name in raw.tutors else [], loaded=raw)
+    if want_sensitivity:
+        _check_simulator(simulator_name)
+    raw = load_profile(args.profile)
     simulator = tutor = None
     if want_sensitivity:
-        simulator = build_simulator(simulator_name, with_icl_pool(profile, args.real))
+        tutors = [tutor_name] if tutor_name in raw.tutors else []
+        profile, simulator = _simulator(args, simulator_name, args.real, tutors=tutors, loaded=raw)
         if tutor_name in profile.tutors:
             tutor = build_tutor(tutor_name, profile, load_options(profile), mode="free")
+    else:
+        profile = profile_for(args, simulators=[], tutors=[], loaded=raw)
     options = DialogueEvalOptions(n_resamples=args.bootstrap, seed=args.seed, cache_dir=args.cache_dir,
                                   no_cache=args.no_cache, max_tokens=args.max_tokens,
                                   sensitivity_prefixes=args.sensitivity_prefixes)
@@ -300,7 +326,9 @@ def _eval_dialogues(args: argparse.Namespace) -> int:
 def register_dialogue_level(sub) -> None:
     p = sub.add_parser("rollout", help="whole simulated dialogues: a simulated student and a tutor from each real opening")
     add_profile(p)
-    p.add_argument("--simulator", required=True, help="the simulated student (a profile simulator or baseline:STYLE)")
+    p.add_argument("--simulator", required=True,
+                   help="the simulated student: a profile simulator, baseline:STYLE or knowsim[:LEVEL] (the "
+                        "knowledge-state learner; LEVEL novice, intermediate or advanced)")
     p.add_argument("--tutor", required=True, help="a tutor of the profile's tutors: section")
     p.add_argument("--data", required=True, help="real dialogues (JSONL): their questions and openings")
     p.add_argument("--output", required=True, help="folder for rollouts.jsonl and rollout.json")
@@ -330,7 +358,8 @@ def register_dialogue_level(sub) -> None:
     p.add_argument("--output", required=True,
                    help="folder for dialogue_results.json; a simhub eval run directory is fine (the report then "
                         "shows both levels for that simulator)")
-    p.add_argument("--simulator", help="for tutor_sensitivity (default: the rollout's)")
+    p.add_argument("--simulator", help="for tutor_sensitivity: a profile simulator, baseline:STYLE or "
+                                       "knowsim[:LEVEL] (default: the rollout's)")
     p.add_argument("--tutor", help="the tutor of the turn between two simulated turns (default: the rollout's)")
     p.add_argument("--no-sensitivity", action="store_true", help="skip tutor_sensitivity (it runs the simulator)")
     p.add_argument("--sensitivity-prefixes", type=int, default=60, help="real prefixes tutor_sensitivity intervenes on")

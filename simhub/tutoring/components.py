@@ -108,17 +108,28 @@ def build_termination_judge(name: str, profile: Profile | None, options: LoadOpt
     return TerminationJudge(chat_model(name, profile, options, field="termination_judge"), name=name)
 
 
+def knowsim_level(name: str) -> str:
+    """The knowledge level of ``knowsim`` (novice) or ``knowsim:LEVEL``; an unknown level is an
+    UnknownNameError that lists the levels (checked before any graph or model is touched)."""
+    from simhub.learners.state import LEVELS
+
+    level = name.partition(":")[2] or "novice"
+    if level not in LEVELS:
+        raise UnknownNameError("knowsim level", level, LEVELS, field="simulator")
+    return level
+
+
 def knowsim_simulator(name: str, profile: Profile | None = None, options: LoadOptions | None = None):
-    """``knowsim`` or ``knowsim:LEVEL`` as a simulated student for ``simhub simulate``/``eval``: the
-    knowledge-state learner on the shipped graphs, voiced by the scripted stand-in, its state replayed
-    by the offline extractor under the paper preset. None for any other name."""
+    """``knowsim`` or ``knowsim:LEVEL`` as a simulated student (``simhub simulate``, ``eval``, ``rollout``,
+    ``eval-dialogues``): the knowledge-state learner on the shipped graphs, voiced by the scripted
+    stand-in, its state replayed by the offline extractor under the paper preset. None for any other name."""
     if name != "knowsim" and not name.startswith("knowsim:"):
         return None
     from simhub.learners.graph import shipped_graphs, validate_graph
     from simhub.learners.presets import resolve_preset
     from simhub.tutoring.simulator import KnowledgeStateSimulator
 
-    level = name.partition(":")[2] or "novice"
+    level = knowsim_level(name)
     graphs = {k: validate_graph(g, name=k) for k, g in shipped_graphs().items()}
     return KnowledgeStateSimulator(ScriptedLearner(), build_extractor("offline", profile, options), graphs,
                                    resolve_preset("paper"), level=level, name=name)

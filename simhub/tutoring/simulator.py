@@ -6,13 +6,20 @@ tutor turn, with the student turn before it, goes through the extractor and the 
 learner writes the next student turn from the replayed state. This gives the learner a Table-1 row
 (turn-level realism against real students) through the same scoring as every other simulator.
 
+In a rollout (``simhub rollout``) the history is the rollout so far, so each step replays the state
+from the start through every turn before it: quadratic in a dialogue's length, which is cheap with
+the offline extractor (it embeds each distinct text once). A learner turn that ends the
+conversation is the candidate's ``end_of_dialogue``, and ends the rollout like the marker does.
+
 The IU graph of a dialogue is found by the question id that prefixes the dialogue id (the sample
-corpus's ``QuestionId_DQ``), else by the graph's question text appearing in the dialogue's question.
-A dialogue with no graph is a per-target error, and the run counts it.
+corpus's ``QuestionId_DQ``; a rollout's ``REALID~SAMPLE`` and a tutor-sensitivity prefix's
+``REALID@TURN:CONDITION`` keep that prefix), else by the graph's question text appearing in the
+dialogue's question. A dialogue with no graph is a per-target error, and the run counts it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -48,7 +55,7 @@ class KnowledgeStateSimulator(Simulator):
                 "extractor": self.extractor.describe(), "graphs": sorted(self.graphs)}
 
     def graph_for(self, dialogue: Dialogue) -> ValidatedGraph | None:
-        head = dialogue.id.split("-", 1)[0]
+        head = re.split(r"[-~@]", dialogue.id, maxsplit=1)[0]
         if head in self.graphs:
             return self.graphs[head]
         text = _norm(dialogue.question.text)

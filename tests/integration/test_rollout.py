@@ -291,3 +291,101 @@ def test_free_rollouts_sample_both_sides_with_top_p_095_and_top_p_changes_it(dat
         assert {b["model"] for b in bodies} == {"student-model", "tutor-model"}
         assert all(b["top_p"] == top_p and b["temperature"] == 0.6 and "top_k" not in b for b in bodies)
         assert json.loads((out / "rollout.json").read_text())["top_p"] == top_p
+
+
+# ---------------------------------------------------------------------------------- the knowledge-state learner
+
+
+@pytest.fixture(scope="module")
+def knowsim_rollouts(data, tmp_path_factory, tiny_profile):
+    """Mirror rollouts of the knowledge-state learner with the tiny profile's tutor (the real tutor's turns)."""
+    out = tmp_path_factory.mktemp("knowsim") / "roll"
+    assert main(["rollout", "--profile", TINY, "--simulator", "knowsim:intermediate", "--tutor", "tiny-tutor", "--mode",
+                 "mirror", "--data", str(data), "--output", str(out), "--max-turns", "12", "--no-cache"]) == 0
+    return out
+
+
+def test_knowsim_rollouts_are_written_by_the_learner(data, knowsim_rollouts):
+    from simhub.evaluation.runs import simulate
+    from simhub.simulation import Target
+    from simhub.tutoring.components import knowsim_simulator
+
+    rollouts = read_jsonl(knowsim_rollouts / "rollouts.jsonl")
+    real = {d.id: d for d in read_jsonl(data)}
+    assert len(rollouts) == len(real)
+    summary = json.loads((knowsim_rollouts / "rollout.json").read_text())
+    assert summary["simulator"] == "knowsim:intermediate" and summary["failed"] == 0
+    learner = knowsim_simulator("knowsim:intermediate")
+    for r in rollouts:
+        source = real[r.meta["real_id"]]
+        assert r.meta["simulator"] == "knowsim:intermediate" and r.meta["end"] in ("real_length", "max_turns")
+        assert learner.graph_for(r) is not None and learner.graph_for(r) is learner.graph_for(source)
+        students = [i for i, t in enumerate(r.turns) if t.role == "student"]
+        assert students
+        # Each student turn is what the learner says after the rollout's own turns before it (not the real student's).
+        records = simulate(learner, [Target(r, i) for i in students], progress=False)
+        assert [rec["candidate"] for rec in records] == [r.turns[i].content for i in students]
+        said = [r.turns[i].content for i in students]
+        assert said != [t.content for t in source.turns if t.role == "student"][: len(said)]
+        if source.turns[0].role == "tutor":  # the learner's opening query names the question
+            assert " ".join(source.question.text.split())[:40] in r.turns[1].content
+
+
+def test_a_learner_that_ends_the_conversation_ends_its_rollout(data, tmp_path, tiny_profile, monkeypatch):
+    import dataclasses
+
+    from simhub.learners.roleplay import ScriptedLearner
+
+    speak = ScriptedLearner.speak
+
+    def ends_on_its_second_turn(self, requests):
+        return [dataclasses.replace(t, end=r.turn >= 2) for r, t in zip(requests, speak(self, requests), strict=True)]
+
+    monkeypatch.setattr(ScriptedLearner, "speak", ends_on_its_second_turn)
+    out = tmp_path / "roll"
+    assert main(["rollout", "--profile", TINY, "--simulator", "knowsim", "--tutor", "tiny-tutor", "--mode", "mirror",
+                 "--data", str(data), "--limit", "2", "--output", str(out), "--max-turns", "30", "--no-cache"]) == 0
+    rollouts = read_jsonl(out / "rollouts.jsonl")
+    assert len(rollouts) == 2
+    for r in rollouts:
+        assert r.meta["end"] == "marker" and sum(t.role == "student" for t in r.turns) == 2
+        assert r.turns[-1].role == "student"
+    assert json.loads((out / "rollout.json").read_text())["ends"] == {"marker": 2}
+
+
+def test_eval_dialogues_runs_tutor_sensitivity_through_the_learner(data, knowsim_rollouts, tmp_path, monkeypatch):
+    from simhub.tutoring.simulator import KnowledgeStateSimulator
+
+    calls = []
+    real_simulate = KnowledgeStateSimulator.simulate
+
+    def spy(self, targets, sampling=None, *, progress=False):
+        results = real_simulate(self, targets, sampling, progress=progress)
+        calls.append((self.id, [t.dialogue.id for t in targets], results))
+        return results
+
+    monkeypatch.setattr(KnowledgeStateSimulator, "simulate", spy)
+    out = tmp_path / "dl"
+    assert main(["eval-dialogues", "--profile", TINY, "--real", str(data), "--sim", str(knowsim_rollouts), "--output",
+                 str(out), "--simulator", "knowsim", "--bootstrap", "100", "--max-tokens", "16",
+                 "--sensitivity-prefixes", "8", "--no-cache"]) == 0
+    results = json.loads((out / "dialogue_results.json").read_text())
+    assert results["simulator"] == "knowsim" and results["tutor"] == "tiny-tutor"  # --simulator over the rollout's
+    # Both conditions' prefixes, both simulated student turns of each: the learner answered every one.
+    assert len(calls) == 4 and {c[0] for c in calls} == {"knowsim"}
+    assert all("@" in i for _, ids, _ in calls for i in ids)
+    assert all(r.error is None and r.candidates for _, _, rs in calls for r in rs)
+    assert results["metrics"]["tutor_sensitivity"]["value"] is not None
+    assert "error" not in results["details"]["tutor_sensitivity"]
+    assert "tutor_sensitivity" not in results["null_reasons"]
+
+
+def test_an_unknown_knowsim_level_is_refused_before_anything_runs(data, tmp_path, capsys):
+    missing = str(tmp_path / "no-such-profile.yaml")  # never read: the level is checked first
+    for argv in (["rollout", "--tutor", "tiny-tutor", "--data", str(data)],
+                 ["eval-dialogues", "--real", str(data), "--sim", str(data)],
+                 ["eval", "--data", str(data)]):
+        assert main([*argv, "--profile", missing, "--simulator", "knowsim:expert", "--output", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert "unknown knowsim level 'expert'" in err and "known: novice, intermediate, advanced" in err, argv
+    assert not (tmp_path / "out").exists()

@@ -45,6 +45,15 @@ def test_the_state_is_replayed_through_the_real_tutor_turns(sample_corpus, simul
     assert "Ideas you know well" in prompt[-1]["content"]
 
 
+def test_a_rollout_or_a_sensitivity_prefix_keeps_its_dialogues_graph(sample_corpus, simulator):
+    d = next(iter(sample_corpus["test"]))
+    qid = d.id.split("-")[0]
+    other = msgspec.structs.replace(d.question, text="What is 2 + 2?")  # the id alone must find the graph
+    for id_ in (f"{qid}~0", f"{qid}@3:helpful", f"{d.id}~1"):
+        assert simulator.graph_for(msgspec.structs.replace(d, id=id_, question=other)).name == qid, id_
+    assert simulator.graph_for(msgspec.structs.replace(d, id=f"nope~{qid}", question=other)) is None
+
+
 def test_a_dialogue_without_a_graph_is_a_counted_error(sample_corpus, simulator):
     d = msgspec.structs.replace(next(iter(sample_corpus["test"])), id="nope-1")
     d = msgspec.structs.replace(d, question=msgspec.structs.replace(d.question, text="What is 2 + 2?"))
