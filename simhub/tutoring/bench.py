@@ -208,8 +208,7 @@ class Bench:
                     raise DataError(f"{self.output}: holds a tutor-bench run with another {key}; resume it with the "
                                     f"same settings or choose another --output", file=str(run_file), field=key)
         self.output.mkdir(parents=True, exist_ok=True)
-        write_run_info(run_file, msgspec.convert({"settings": json.loads(json.dumps(mine, default=str)),
-                                                  **self.info}, RunInfo))
+        write_run_info(run_file, RunInfo.of(mine, self.info))
 
     # --------------------------------------------------------------------------------------- run
 

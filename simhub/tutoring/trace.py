@@ -178,6 +178,18 @@ class RunInfo(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     tutors: list[str] | None = None
     learner_name: str | None = None
     extractor_name: str | None = None
+    #: Anything else a library caller passed as the run's ``info``.
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, settings: dict[str, Any], info: dict[str, Any]) -> RunInfo:
+        """The run file of ``settings`` and a caller's ``info`` (keys it does not name go to ``extra``)."""
+        import json
+
+        known = {f.name for f in msgspec.structs.fields(cls)} - {"schema_version", "kind", "settings", "extra"}
+        plain = json.loads(json.dumps({"settings": settings, **info}, default=str))  # JSON values only
+        return msgspec.convert({"settings": plain.pop("settings"), **{k: plain.pop(k) for k in list(plain) if k in known},
+                                "extra": plain}, cls)
 
 
 def write_run_info(path: str | os.PathLike[str], info: RunInfo) -> None:

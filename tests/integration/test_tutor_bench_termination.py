@@ -198,3 +198,17 @@ def test_run_json_is_versioned_and_an_unversioned_one_still_resumes(tmp_path, ca
         read_run_info(run / "run.json")
     capsys.readouterr()
     assert main(args) == 2 and "run.json" in capsys.readouterr().err
+
+
+def test_a_library_callers_own_info_goes_into_run_json_extra(tmp_path):
+    from simhub.learners.presets import resolve_preset
+    from simhub.learners.roleplay import ScriptedLearner
+    from simhub.tutoring import Bench, BenchOptions, DumpTutor, load_items
+    from simhub.tutoring.components import build_extractor
+    from simhub.tutoring.trace import read_run_info
+
+    bench = Bench([DumpTutor()], ScriptedLearner(), build_extractor("offline:lexical", None), resolve_preset("paper"),
+                  BenchOptions(no_cache=True), tmp_path / "run", info={"tutors": ["scripted:dump"], "note": "pilot"})
+    bench.run(load_items("sample", 1), ["novice"])
+    info = read_run_info(tmp_path / "run" / "run.json")
+    assert info.tutors == ["scripted:dump"] and info.extra == {"note": "pilot"}
