@@ -1,9 +1,15 @@
 """Dialogue-level realism: whole simulated dialogues (rollouts) against the real ones on the same questions.
 
-Every statistic labels both sides with the same models (the act classifier; the correctness
-classifier, or the judge's model when the profile has none), so labelling noise cancels. Values
-come with dialogue-bootstrap 95% intervals: real dialogues are resampled, each with its simulated
-dialogues, and every statistic is recomputed on the resample. With several rollouts per dialogue
+The statistics are the registered dialogue-level metrics (:mod:`simhub.evaluation.dialogue_level`).
+This module prepares what they read, once (:class:`~simhub.evaluation.dialogue_level.DialogueData`):
+turn labels, embeddings (the cosine metric's embedder), knowledge-tracing trajectories, the judge's
+realness verdicts and the tutor-sensitivity outcomes; then it runs every metric through the
+dialogue bootstrap.
+
+Both sides are labelled with the same models (the act classifier; the correctness classifier, or the
+judge's model when the profile has none), so labelling noise cancels. Values come with
+dialogue-bootstrap 95% intervals: real dialogues are resampled, each with its simulated dialogues,
+and every statistic is recomputed on the resample. With several rollouts per dialogue
 (``--samples K``) the between-sample standard deviation of each statistic is reported too.
 
 ``tutor_sensitivity`` needs the simulator (and a tutor for the turn in between): for real prefixes
