@@ -16,7 +16,7 @@ from simhub.evaluation.dialogue_level.base import DialogueMetric, DialogueOutput
 
 class KTGain(DialogueMetric):
     outputs = (DialogueOutput("kt_gain_diff", "|real - simulated| mean mastery gain per dialogue (last student turn "
-                              "minus first) from the knowledge-tracing model", "a side has no mastery trajectory",
+                              "minus first) from the knowledge-tracing model", "a side has no mastery trajectory", high=2.0,
                               label="Learning gain gap"),)
     requires = ("trajectories",)
 
