@@ -16,8 +16,8 @@ from simhub.evaluation.dialogue_level.base import DialogueMetric, DialogueOutput
 
 class KTGain(DialogueMetric):
     outputs = (DialogueOutput("kt_gain_diff", "|real - simulated| mean mastery gain per dialogue (last student turn "
-                              "minus first) from the knowledge-tracing model", "a side has no mastery trajectory", high=2.0,
-                              label="Learning gain gap"),)
+                              "minus first) from the knowledge-tracing model", "a side has no mastery trajectory",
+                              high=2.0, label="Learning gain gap"),)
     requires = ("trajectories",)
 
     def prepare(self) -> None:

@@ -17,7 +17,7 @@ from simhub.evaluation.dialogue_level.base import DialogueMetric, DialogueOutput
 class TutorSensitivity(DialogueMetric):
     outputs = (DialogueOutput("tutor_sensitivity", "|Δ simulated - Δ real|, Δ = P(correct within two student turns | "
                               "helpful tutor turn) - P(... | unhelpful)", "a condition has no prefix with a known "
-                              "outcome", label="Tutor sensitivity gap"),)
+                              "outcome", high=2.0, label="Tutor sensitivity gap"),)
     requires = ("sensitivity",)
     labels = ("correctness",)
 
