@@ -1,9 +1,15 @@
 """Dialogue-level realism: whole simulated dialogues (rollouts) against the real ones on the same questions.
 
-Every statistic labels both sides with the same models (the act classifier; the correctness
-classifier, or the judge's model when the profile has none), so labelling noise cancels. Values
-come with dialogue-bootstrap 95% intervals: real dialogues are resampled, each with its simulated
-dialogues, and every statistic is recomputed on the resample. With several rollouts per dialogue
+The statistics are the registered dialogue-level metrics (:mod:`simhub.evaluation.dialogue_level`).
+This module prepares what they read, once (:class:`~simhub.evaluation.dialogue_level.DialogueData`):
+turn labels, embeddings (the cosine metric's embedder), knowledge-tracing trajectories, the judge's
+realness verdicts and the tutor-sensitivity outcomes; then it runs every metric through the
+dialogue bootstrap.
+
+Both sides are labelled with the same models (the act classifier; the correctness classifier, or the
+judge's model when the profile has none), so labelling noise cancels. Values come with
+dialogue-bootstrap 95% intervals: real dialogues are resampled, each with its simulated dialogues,
+and every statistic is recomputed on the resample. With several rollouts per dialogue
 (``--samples K``) the between-sample standard deviation of each statistic is reported too.
 
 ``tutor_sensitivity`` needs the simulator (and a tutor for the turn in between): for real prefixes
@@ -29,17 +35,20 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from simhub.cache import ContentCache, fingerprint
-from simhub.config import JudgeConfig, ModelRef, Profile, cache_root
+from simhub.config import EmbedderConfig, JudgeConfig, ModelRef, Profile, cache_root
 from simhub.errors import DataError
 from simhub.evaluation import dialogue_metrics as dm
+from simhub.evaluation.dialogue_level import DialogueData, DialogueMetric, dialogue_metric_classes
 from simhub.metrics import MetricContext
 from simhub.metrics.acts import Acts
+from simhub.metrics.cosine import Cosine
 from simhub.metrics.judge import final_answer, judge_endpoint
 from simhub.metrics.knowledge import Knowledge
 from simhub.models import LoadOptions, Sampling, load_lm
 from simhub.models.endpoint_lm import Answer, endpoint_answers
 from simhub.prompts import correctness_messages, realness_messages
-from simhub.runformat import DIALOGUE_RESULTS_FILE, DialogueLevelResults, DialogueMetric, write_dialogue_results
+from simhub.runformat import DIALOGUE_RESULTS_FILE, DialogueLevelResults, write_dialogue_results
+from simhub.runformat import DialogueMetric as DialogueMetricResult
 from simhub.schema import CORRECTNESS_LABELS, Dialogue, Turn, read_jsonl
 from simhub.simulation import Simulator, Target
 from simhub.simulation.tutor import MirrorTutor, Tutor, TutorRequest
@@ -50,10 +59,6 @@ OFF_TASK_TURNS = (
     "Hmm, I've forgotten what I was going to ask. Never mind.",
     "Anyway, how is your day going so far?",
 )
-
-STATISTICS = ("acts_jsd", "correctness_rate_diff", "length_w1", "question_rate_w1", "turns_w1", "mattr_z", "hdd_z",
-              "yule_z", "detect_auroc", "pi_calibrated", "kt_gain_diff", "tutor_sensitivity")
-
 
 @dataclasses.dataclass
 class DialogueEvalOptions:
@@ -327,132 +332,52 @@ def _real_sensitivity(real: Sequence[Dialogue]) -> dict[str, list[tuple[str, boo
     return out
 
 
-def _statistics(real: list[Dialogue], sim: list[Dialogue], real_ids: list[str], *, embed, options: DialogueEvalOptions,
-                trajectories: tuple[list, list] | None, verdicts, sensitivity,
-                reasons: dict[str, str] | None = None) -> tuple[dict, dict]:
-    """The value of every statistic and, per statistic, a function of resampled real-dialogue indices.
-    ``reasons`` (when given) receives why each statistic that is null on the whole sample is null."""
-    errors: dict[str, str] = {}
-    ids = [d.id for d in real]
-    sims_of: dict[str, list[int]] = defaultdict(list)
-    for n, rid in enumerate(real_ids):
-        sims_of[rid].append(n)
-    values: dict[str, Any] = {}
+def _run_metrics(data: DialogueData) -> tuple[dict[str, float | None], dict[str, Callable], dict[str, str], dict]:
+    """Every registered dialogue metric that applies to ``data``, in registry order: the whole-sample
+    value of each output, per output a function of resampled real-dialogue indices, why each null
+    value is null (where known) and the details behind the values."""
+    values: dict[str, float | None] = {}
     fns: dict[str, Callable[[np.ndarray], float | None]] = {}
-
-    def sides(idx: np.ndarray) -> tuple[list[Dialogue], list[Dialogue]]:
-        chosen = [ids[i] for i in idx]
-        r = [real[i] for i in idx]
-        s = [sim[n] for rid in chosen for n in sims_of[rid]]
-        return r, s
-
-    def guarded(name, f):
-        def g(idx):
+    reasons: dict[str, str] = {}
+    details: dict[str, dict] = {}
+    for cls in dialogue_metric_classes().values():
+        if not cls.applies(data):
+            continue
+        metric = cls(data)
+        try:
+            metric.prepare()
+        except DataError as exc:
+            values.update(dict.fromkeys(cls.output_names()))
+            reasons.update(dict.fromkeys(cls.output_names(), str(exc)))
+            continue
+        for name in cls.output_names():
+            fns[name] = _undefined_on_error(metric, name)
             try:
-                return f(*sides(idx))
+                values[name] = metric.estimate(name)
             except DataError as exc:
-                errors[name] = str(exc)
-                return None
-        return g
+                values[name] = None
+                reasons[name] = str(exc)
+            # The cause behind a label missing everywhere (e.g. "no student turn is labelled correct").
+            missing = next((data.unavailable[label] for label in cls.labels if label in data.unavailable), None)
+            if values[name] is None and missing:
+                reasons[name] = missing
+        details.update(metric.details())
+    return values, fns, reasons, details
 
-    def text_stat(name, f):
-        fns[name] = guarded(name, lambda r, s: f(dm.dialogue_inputs(r), dm.dialogue_inputs(s)))
 
-    text_stat("acts_jsd", lambda a, b: dm.acts_jsd(a.acts, b.acts))
-    text_stat("correctness_rate_diff", lambda a, b: dm.correctness_rate_diff(a.correctness, b.correctness))
-    text_stat("length_w1", lambda a, b: dm.length_w1(a.texts, b.texts))
-    text_stat("question_rate_w1", lambda a, b: dm.question_rate_w1(a.per_dialogue, b.per_dialogue))
-    text_stat("turns_w1", lambda a, b: dm.turns_w1(a.turn_counts, b.turn_counts))
-    for name, f in (("mattr_z", dm.mattr_z), ("hdd_z", dm.hdd_z), ("yule_z", dm.yule_z)):
-        text_stat(name, lambda a, b, f=f: f(a.texts, b.texts, chunk_tokens=options.chunk_tokens).z)
-
-    # Detectability: the classifier is fitted once (grouped folds: a real dialogue and its rollouts together);
-    # the bootstrap resamples its out-of-fold scores by dialogue.
-    ri, si = dm.dialogue_inputs(real), dm.dialogue_inputs(sim)
-    owner_of_sim = {d.id: rid for d, rid in zip(sim, real_ids, strict=True)}
-    sim_groups = [owner_of_sim[g] for g in si.groups]
-    try:
-        detect = dm.detect_auroc(ri.texts, ri.groups, si.texts, sim_groups, embed=embed, seed=options.seed)
-        scores = np.asarray(detect.scores)
-        labels = np.array([0] * len(ri.texts) + [1] * len(si.texts))
-        groups = [*ri.groups, *sim_groups]
-        rows_of: dict[str, list[int]] = defaultdict(list)
-        for n, g in enumerate(groups):
-            rows_of[g].append(n)
-        values["detect_auroc"] = detect.auroc
-
-        def detect_stat(idx):
-            from sklearn.metrics import roc_auc_score
-
-            rows = [n for i in idx for n in rows_of[ids[i]]]
-            y = labels[rows]
-            return float(roc_auc_score(y, scores[rows])) if 0 < y.sum() < len(y) else None
-
-        fns["detect_auroc"] = detect_stat
-    except DataError as exc:
-        values["detect_auroc"] = None
-        errors["detect_auroc"] = str(exc)
-
-    if verdicts is not None:
-        by = {k: [(rid, v) for rid, v in vs] for k, vs in verdicts.items()}
-
-        def pi_stat(idx):
-            chosen = [ids[i] for i in idx]
-            counts: dict[str, int] = defaultdict(int)
-            for rid in chosen:
-                counts[rid] += 1
-            pick = {k: [v for rid, v in vs for _ in range(counts.get(rid, 0))] for k, vs in by.items()}
-            if not pick["ps"]:
-                return None
-            r = dm.pi_calibrated(pick["ps"], pick["hh"] or None, pick["pp"] or None)
-            return r.calibrated if r.calibrated is not None else r.pi
-
-        fns["pi_calibrated"] = pi_stat
-    if trajectories is not None:
-        real_traj, sim_traj = trajectories
-        sim_traj_of: dict[str, list] = defaultdict(list)
-        for t, rid in zip(sim_traj, real_ids, strict=True):
-            sim_traj_of[rid].append(t)
-
-        def kt_stat(idx):
-            try:
-                return dm.kt_gain_diff([real_traj[i] for i in idx], [t for i in idx for t in sim_traj_of[ids[i]]]).diff
-            except DataError as exc:
-                errors["kt_gain_diff"] = str(exc)
-                return None
-
-        fns["kt_gain_diff"] = kt_stat
-    if sensitivity is not None:
-        real_s, sim_s = sensitivity
-
-        def sens_stat(idx):
-            counts: dict[str, int] = defaultdict(int)
-            for i in idx:
-                counts[ids[i]] += 1
-
-            def pick(d):
-                return {k: [o for rid, o in vs for _ in range(counts.get(rid, 0))] for k, vs in d.items()}
-
-            r, s = pick(real_s), pick(sim_s)
-            try:
-                return dm.tutor_sensitivity(r["helpful"], r["unhelpful"], s["helpful"], s["unhelpful"]).abs_diff
-            except DataError as exc:
-                errors["tutor_sensitivity"] = str(exc)
-                return None
-
-        fns["tutor_sensitivity"] = sens_stat
-    full = np.arange(len(real))
-    for name, f in fns.items():
-        if name not in values:
-            values[name] = f(full)
-    if reasons is not None:
-        reasons.update({name: errors[name] for name, value in values.items() if value is None and name in errors})
-    return values, fns
+def _undefined_on_error(metric: DialogueMetric, output: str) -> Callable[[np.ndarray], float | None]:
+    def statistic(idx: np.ndarray) -> float | None:
+        try:
+            return metric.statistic(output, idx)
+        except DataError:
+            return None
+    return statistic
 
 
 def eval_dialogues(profile: Profile, real: list[Dialogue], sim: list[Dialogue], options: DialogueEvalOptions | None = None,
                    *, simulator: Simulator | None = None, tutor: Tutor | None = None) -> dict:
-    """Every dialogue-level statistic with its dialogue-bootstrap 95% CI (see the module docstring)."""
+    """Every registered dialogue-level statistic with its dialogue-bootstrap 95% CI (see the module
+    docstring and :mod:`simhub.evaluation.dialogue_level`)."""
     from simhub.stats import cluster_bootstrap
 
     options = options or DialogueEvalOptions()
@@ -464,9 +389,8 @@ def eval_dialogues(profile: Profile, real: list[Dialogue], sim: list[Dialogue], 
     bar = tqdm(total=5, desc="eval-dialogues", disable=not options.progress)
     real_l, sim_l = _labelled(real, labeller), _labelled(sim, labeller)
     bar.update(1)
-    from simhub.models.embeddings import load_embedder
-
-    embedder = load_embedder(profile.scoring.metrics.cosine.model if profile.scoring.metrics.cosine else "minilm")
+    # The turn-level cosine metric's embedder (its model, device and batch size), for detectability.
+    embedder = Cosine(profile.scoring.metrics.cosine or EmbedderConfig(), labeller.context).load()
     trajectories = None
     traj_real = _trajectories(profile, real_l)
     if traj_real is not None:
@@ -479,43 +403,37 @@ def eval_dialogues(profile: Profile, real: list[Dialogue], sim: list[Dialogue], 
         sensitivity = (_real_sensitivity(real), _sensitivity(simulator, tutor, real, labeller, options))
     bar.update(1)
     embed = _memo_encode(embedder.encode)  # the stability pass below embeds the same real texts again
-    null_reasons: dict[str, str] = {}
-    values, fns = _statistics(real_l, sim_l, real_ids, embed=embed, options=options, trajectories=trajectories,
-                              verdicts=verdicts, sensitivity=sensitivity, reasons=null_reasons)
-    if labeller.no_correctness:  # the cause behind "no student turn is labelled correct or incorrect"
-        for name in ("correctness_rate_diff", "tutor_sensitivity"):
-            if name in values and values[name] is None:
-                null_reasons[name] = labeller.no_correctness
-    clusters = [d.id for d in real]
+    unavailable = {"correctness": labeller.no_correctness} if labeller.no_correctness else {}
+    data = DialogueData(real_l, sim_l, real_ids, seed=options.seed, chunk_tokens=options.chunk_tokens, embed=embed,
+                        trajectories=trajectories, verdicts=verdicts, sensitivity=sensitivity, unavailable=unavailable)
+    values, fns, null_reasons, details = _run_metrics(data)
+    clusters = data.ids
     metrics: dict[str, dict] = {}
-    for name in STATISTICS:
-        if name not in values:
-            continue
+    for name, value in values.items():
         ci = None
-        if name in fns and values[name] is not None:
-            ci = cluster_bootstrap(clusters, lambda idx, f=fns[name]: f(idx), n_resamples=options.n_resamples,
-                                   seed=options.seed).ci
-        metrics[name] = {"value": values[name], "ci95": list(ci) if ci else None, "n": len(real)}
+        if name in fns and value is not None:
+            ci = cluster_bootstrap(clusters, fns[name], n_resamples=options.n_resamples, seed=options.seed).ci
+        metrics[name] = {"value": value, "ci95": list(ci) if ci else None, "n": len(real)}
     bar.update(1)
     bar.close()
-    # Stability over rollout samples: each statistic recomputed on each sample's dialogues alone.
+    # Stability over rollout samples: each statistic recomputed on each sample's dialogues alone (those
+    # that need only the labelled dialogues and the embedder).
     samples = sorted({d.meta.get("sample", 0) for d in sim if d.meta})
     stability: dict[str, float | None] = {}
     if len(samples) > 1:
         per_sample: dict[str, list[float]] = defaultdict(list)
         for k in samples:
             keep = [n for n, d in enumerate(sim_l) if d.meta.get("sample", 0) == k]
-            vals, _ = _statistics(real_l, [sim_l[n] for n in keep], [real_ids[n] for n in keep], embed=embed,
-                                  options=options, trajectories=None, verdicts=None, sensitivity=None)
+            vals, *_ = _run_metrics(DialogueData(real_l, [sim_l[n] for n in keep], [real_ids[n] for n in keep],
+                                                 seed=options.seed, chunk_tokens=options.chunk_tokens, embed=embed))
             for name, v in vals.items():
                 if v is not None:
                     per_sample[name].append(v)
         stability = {name: (dm.stability_sd(v) if len(v) > 1 else None) for name, v in per_sample.items()}
     figures = _figure_data(real_l, sim_l, trajectories)
     # null_reasons: why a statistic is null, for the report (optional: older files lack it).
-    return {"metrics": metrics, "null_reasons": {k: v for k, v in null_reasons.items() if k in metrics},
-            "details": _details(verdicts, sensitivity, trajectories), "stability_sd": stability, "failed_rollouts": len(failed),
-            "failures": [{"id": d.id, "cause": d.meta.get("failed")} for d in failed[:50]],
+    return {"metrics": metrics, "null_reasons": null_reasons, "details": details, "stability_sd": stability,
+            "failed_rollouts": len(failed), "failures": [{"id": d.id, "cause": d.meta.get("failed")} for d in failed[:50]],
             "real_dialogues": len(real), "sim_dialogues": len(sim), "samples": len(samples) or 1,
             "bootstrap": {"resamples": options.n_resamples, "seed": options.seed, "unit": "real dialogue"},
             "figures": figures}
@@ -532,29 +450,6 @@ def _memo_encode(encode: Callable[[list[str]], np.ndarray]) -> Callable[[list[st
         return np.stack([seen[t] for t in texts]) if texts else encode(texts)
 
     return embed
-
-
-def _details(verdicts, sensitivity, trajectories) -> dict[str, dict]:
-    """What stands behind a single number: PI's anchors and tie rates, both sides of tutor
-    sensitivity (real students set the target), both mean KT gains."""
-    out: dict[str, dict] = {}
-    if verdicts is not None and verdicts["ps"]:
-        out["pi_calibrated"] = dm.pi_calibrated([v for _, v in verdicts["ps"]], [v for _, v in verdicts["hh"]] or None,
-                                                [v for _, v in verdicts["pp"]] or None).as_dict()
-    if sensitivity is not None:
-        (real_s, sim_s) = sensitivity
-        try:
-            out["tutor_sensitivity"] = dm.tutor_sensitivity(
-                [o for _, o in real_s["helpful"]], [o for _, o in real_s["unhelpful"]],
-                [o for _, o in sim_s["helpful"]], [o for _, o in sim_s["unhelpful"]]).as_dict()
-        except DataError as exc:
-            out["tutor_sensitivity"] = {"error": str(exc)}
-    if trajectories is not None:
-        try:
-            out["kt_gain_diff"] = dm.kt_gain_diff(*trajectories).as_dict()
-        except DataError as exc:
-            out["kt_gain_diff"] = {"error": str(exc)}
-    return out
 
 
 def _figure_data(real: list[Dialogue], sim: list[Dialogue], trajectories) -> dict:
@@ -584,7 +479,7 @@ def write_results(results: dict, output: str | os.PathLike[str], info: dict) -> 
     ``results`` are fields of :class:`~simhub.runformat.DialogueLevelResults`."""
     target = Path(output) / DIALOGUE_RESULTS_FILE
     fields = {**info, **results}
-    metrics = {name: DialogueMetric(value=m.get("value"), ci95=tuple(m["ci95"]) if m.get("ci95") else None, n=m.get("n"))
+    metrics = {name: DialogueMetricResult(value=m.get("value"), ci95=tuple(m["ci95"]) if m.get("ci95") else None, n=m.get("n"))
                for name, m in fields.pop("metrics", {}).items()}
     write_dialogue_results(target, DialogueLevelResults(**fields, metrics=metrics))
     return target

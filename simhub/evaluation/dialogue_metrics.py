@@ -5,7 +5,8 @@ see what only shows over a whole dialogue: a simulator that always answers in th
 asks a question, drifts into an unrealistic act mix, or learns too fast. The functions here compare
 the *distributions* of such properties between a set of real dialogues and a set of simulated ones
 on the same questions. They are the pure computational core: plain Python / numpy in, numbers (or
-small frozen result records) out, no I/O, no registry. Commands and reports wrap them.
+small frozen result records) out, no I/O, no models. The dialogue-level metrics
+(:mod:`simhub.evaluation.dialogue_level`, one per statistic or small family) wrap them.
 
 Conventions, shared by every function:
 
@@ -15,8 +16,8 @@ Conventions, shared by every function:
 * Missing labels (``None``) are skipped; a population that ends up empty raises
   :class:`~simhub.errors.DataError` naming the side, rather than quietly returning NaN.
 * Invalid parameters raise :class:`~simhub.errors.ConfigError` whose ``field`` is the parameter.
-* Only numpy is imported at module level; scikit-learn and sentence-transformers are imported by
-  the functions that need them, so the core install can import this module.
+* Only numpy is imported at module level; scikit-learn is imported by the functions that need it,
+  so the core install can import this module. Embeddings come from the caller (``embed``).
 
 Every labelled quantity (acts, correctness, helpfulness) must come from the *same* classifier or
 judge on both sides; the functions cannot check this, and a difference in labellers would show up
@@ -641,17 +642,18 @@ def detect_auroc(
     sim_texts: Sequence[str],
     sim_groups: Sequence[Hashable],
     *,
-    embed: Callable[[Sequence[str]], np.ndarray] | None = None,
+    embed: Callable[[Sequence[str]], np.ndarray],
     n_splits: int = 5,
     seed: int = 0,
     C: float = 1.0,
 ) -> DetectResult:
     """How well a logistic regression tells simulated student turns from real ones (ROC AUC).
 
-    Features: ``embed(texts)`` (default: the packaged all-MiniLM-L6-v2 of
-    :func:`simhub.models.embeddings.load_embedder`; each distinct text is embedded once) plus :func:`surface_features`, standardised inside each fold. Folds are grouped by
-    dialogue (``*_groups``, e.g. dialogue ids) with ``StratifiedGroupKFold``, so turns of one
-    dialogue are never both trained and tested on; otherwise the classifier could recognise a
+    Features: ``embed(texts)`` (normalised sentence embeddings; ``simhub eval-dialogues`` passes the
+    cosine metric's embedder; each distinct text is embedded once) plus :func:`surface_features`,
+    standardised inside each fold. Folds are grouped by dialogue (``*_groups``, e.g. dialogue ids)
+    with ``StratifiedGroupKFold``, so turns of one dialogue are never both trained and tested on;
+    otherwise the classifier could recognise a
     dialogue's topic or a student's quirks rather than simulation. Pass the same group key for a
     real dialogue and its rollouts to keep them in one fold. Groups are otherwise shared between the
     sides as given. ``n_splits`` is lowered to the number of groups of the smaller side when needed
@@ -683,10 +685,6 @@ def detect_auroc(
         raise DataError(f"grouped cross-validation needs at least 2 dialogues on each side, got {smaller}",
                         field="real_groups" if len(set(real_groups)) < 2 else "sim_groups")
 
-    if embed is None:
-        from simhub.models.embeddings import load_embedder
-
-        embed = load_embedder().encode
     unique = list(dict.fromkeys(texts))
     vectors = np.asarray(embed(unique), dtype=float)
     if vectors.ndim != 2 or vectors.shape[0] != len(unique):

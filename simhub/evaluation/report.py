@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from simhub.errors import ConfigError, require
+from simhub.evaluation.dialogue_level import dialogue_output_metadata, dialogue_outputs
 from simhub.evaluation.figures import (
     DIALOGUE_FIGURES,
     LATE_POSITION,
@@ -304,26 +305,26 @@ def _validation_note() -> str:
             f"{_e(agreement)}.</p>")
 
 
-def _dialogue_detail(metric: str, details: Any) -> list[str]:
-    """The numbers behind a dialogue-level value, where the file has them."""
+def _dialogue_header(metric: str, known: Mapping[str, Any]) -> str:
+    """A dialogue-level row heading: the label and arrow the metric declares (its description, range,
+    direction and null rule on hover), with the name as the results file writes it."""
+    out = dialogue_output_metadata(metric)
+    title = ""
+    if metric in known:
+        title = (f' title="{_e(out.description)}; range [{_bound(out.low)}, {_bound(out.high)}]; '
+                 f'{_e(out.direction)}; null when: {_e(out.null_rule)}"')
+    arrow = f" {out.arrow}" if out.arrow else ""
+    name = f'<span class="sub"><code>{_e(metric)}</code></span>' if out.heading != metric else ""
+    return f'<th scope="row" class="text"{title}>{_e(out.heading + arrow)}{name}</th>'
+
+
+def _dialogue_detail(metric: str, details: Any, known: Mapping[str, Any]) -> list[str]:
+    """The numbers behind a dialogue-level value, where the file has them, as its metric summarises them."""
     d = details.get(metric) if isinstance(details, Mapping) else None
-    if not isinstance(d, Mapping):
+    if not isinstance(d, Mapping) or metric not in known:
         return []
-
-    def num(key: str) -> float | None:
-        value = d.get(key)
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-    if metric == "tutor_sensitivity" and num("real_delta") is not None:
-        return [f"Δ real {_f(num('real_delta'), 3)}, simulated {_f(num('sim_delta'), 3)}"]
-    if metric == "pi_calibrated" and num("pi") is not None:
-        parts = [f"PI {_f(num('pi'), 3)}", f"ties {_f(num('tie_rate'), 3)}"]
-        if num("hh") is not None and num("pp") is not None:
-            parts.append(f"HH {_f(num('hh'), 3)}, PP {_f(num('pp'), 3)}")
-        return [" · ".join(parts)]
-    if metric == "kt_gain_diff" and num("real_mean") is not None:
-        return [f"gain real {_f(num('real_mean'), 3)}, simulated {_f(num('sim_mean'), 3)}"]
-    return []
+    cls, _ = known[metric]
+    return cls.detail_lines(metric, d)
 
 
 def _dialogue_null_reason(raw: Mapping[str, Any], metric: str) -> str:
@@ -345,6 +346,7 @@ def _dialogue_section(ctx: ReportContext) -> str | None:
     metrics: list[str] = []
     for run in runs:
         metrics += [m for m in run.dialogue_results.metrics if m not in metrics]
+    known = dialogue_outputs()
     head = '<tr><th scope="col" class="text">Metric</th>' + "".join(
         f'<th scope="col">{_e(ctx.names[id(r)])}</th>' for r in runs) + "</tr>"
     rows = []
@@ -367,18 +369,19 @@ def _dialogue_section(ctx: ReportContext) -> str | None:
             failed = run.dialogue_results.raw.get("failed_rollouts")
             if isinstance(failed, int) and failed:
                 sub.append(f"{failed:,} failed rollouts left out")
-            sub += _dialogue_detail(metric, run.dialogue_results.raw.get("details"))
+            sub += _dialogue_detail(metric, run.dialogue_results.raw.get("details"), known)
             stability = run.dialogue_results.raw.get("stability_sd")
             sd = stability.get(metric) if isinstance(stability, Mapping) else None
             if isinstance(sd, int | float):
                 sub.append(f"between-sample SD {_f(sd, 3)}")
             cells.append(f'<td><span class="mean">{_f(value.value)}</span>'
                          + "".join(f'<span class="sub">{_e(s)}</span>' for s in sub) + "</td>")
-        rows.append(f'<tr><th scope="row" class="text">{_e(metric)}</th>{"".join(cells)}</tr>')
+        rows.append(f'<tr>{_dialogue_header(metric, known)}{"".join(cells)}</tr>')
     table = (
         '<div class="table-wrap"><table id="dialogue-table"><caption>Dialogue-level realism from '
-        "dialogue_results.json: each number compares whole simulated dialogues with the real ones. Unlike the "
-        "turn-level metrics these are not all 'higher is better'; see each metric's documentation.</caption>"
+        "dialogue_results.json: each number compares whole simulated dialogues with the real ones. The arrow "
+        "beside a metric says which way is more realistic, as the metric declares it: ↑ higher, ↓ lower, →x "
+        "closer to x (most are distances from the real dialogues, lower is better).</caption>"
         f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
     figures = "".join(_render_figure(spec, ctx) for spec in DIALOGUE_FIGURES)

@@ -1,6 +1,7 @@
-"""The examples in the docstrings of ``simhub.metrics`` and ``simhub.stats`` run, and give
-what they show. They are offline and need no model: examples of the model-backed metrics use the
-pure functions their scores come from. Every built-in metric's docstring has one."""
+"""The examples in the docstrings of ``simhub.metrics``, ``simhub.stats`` and the dialogue-level
+metric interface run, and give what they show. They are offline and need no model: examples of the
+model-backed metrics use the pure functions their scores come from. Every built-in metric's
+docstring has one."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 import simhub.metrics
 from simhub.metrics import metric_classes
 
-MODULES = sorted({"simhub.stats", "simhub.scoring.scorer",
+MODULES = sorted({"simhub.stats", "simhub.scoring.scorer", "simhub.evaluation.dialogue_level.base",
+                  "simhub.evaluation.dialogue_level.registry",
                   *(f"simhub.metrics.{m.name}" for m in pkgutil.iter_modules(simhub.metrics.__path__))})
 
 

@@ -1,0 +1,111 @@
+"""The dialogue-level metric registry: one line per metric, ``name -> "module:Class"``, imported when
+first needed (the same shape as :mod:`simhub.metrics.registry`).
+
+``simhub eval-dialogues`` runs every registered metric, in registration order, and the report reads
+their declared metadata. A plugin adds one with :func:`register_dialogue_metric` (or the
+``simhub.dialogue_metrics`` entry-point group).
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from importlib.metadata import entry_points
+
+from simhub.errors import UnknownNameError
+from simhub.evaluation.dialogue_level.base import DialogueMetric, DialogueOutput
+
+_PACKAGE = "simhub.evaluation.dialogue_level"
+
+#: The built-in statistics, in the order the results list them (README, "eval-dialogues").
+_REGISTRY: dict[str, str] = {
+    "acts_jsd": f"{_PACKAGE}.distributions:ActsJSD",
+    "correctness_rate_diff": f"{_PACKAGE}.distributions:CorrectnessRateDiff",
+    "length_w1": f"{_PACKAGE}.distributions:LengthW1",
+    "question_rate_w1": f"{_PACKAGE}.distributions:QuestionRateW1",
+    "turns_w1": f"{_PACKAGE}.distributions:TurnsW1",
+    "lexical": f"{_PACKAGE}.lexical:LexicalDiversity",
+    "detect_auroc": f"{_PACKAGE}.detect:Detectability",
+    "pi_calibrated": f"{_PACKAGE}.pairwise:PairwiseIndistinguishability",
+    "kt_gain_diff": f"{_PACKAGE}.learning:KTGain",
+    "tutor_sensitivity": f"{_PACKAGE}.sensitivity:TutorSensitivity",
+}
+
+_LOCK = threading.Lock()
+_CLASSES: dict[str, type[DialogueMetric]] = {}
+_PLUGINS_LOADED = False
+
+
+def register_dialogue_metric(name: str, target: str | type[DialogueMetric]) -> None:
+    """Add (or replace) dialogue metric ``name``: a ``"module:Class"`` string or the class itself."""
+    with _LOCK:
+        if isinstance(target, str):
+            _REGISTRY[name] = target
+            _CLASSES.pop(name, None)
+        else:
+            _REGISTRY[name] = f"{target.__module__}:{target.__qualname__}"
+            _CLASSES[name] = target
+
+
+def unregister_dialogue_metric(name: str) -> None:
+    with _LOCK:
+        _REGISTRY.pop(name, None)
+        _CLASSES.pop(name, None)
+
+
+def _load_plugins() -> None:
+    global _PLUGINS_LOADED
+    if _PLUGINS_LOADED:
+        return
+    _PLUGINS_LOADED = True
+    for ep in entry_points(group="simhub.dialogue_metrics"):
+        _REGISTRY.setdefault(ep.name, ep.value)
+
+
+def dialogue_metric_class(name: str) -> type[DialogueMetric]:
+    """The class registered as ``name``."""
+    _load_plugins()
+    with _LOCK:
+        if name in _CLASSES:
+            return _CLASSES[name]
+        target = _REGISTRY.get(name)
+    if target is None:
+        raise UnknownNameError("dialogue metric", name, list(_REGISTRY))
+    module, _, attr = target.partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    with _LOCK:
+        _CLASSES[name] = cls
+    return cls
+
+
+def dialogue_metric_classes() -> dict[str, type[DialogueMetric]]:
+    """Every registered dialogue metric class, in registration order."""
+    _load_plugins()
+    return {name: dialogue_metric_class(name) for name in list(_REGISTRY)}
+
+
+def dialogue_outputs() -> dict[str, tuple[type[DialogueMetric], DialogueOutput]]:
+    """Every output name (``acts_jsd``, ``mattr_z``, ...) with its class and metadata, in order."""
+    out: dict[str, tuple[type[DialogueMetric], DialogueOutput]] = {}
+    for cls in dialogue_metric_classes().values():
+        for o in cls.outputs:
+            out[o.name] = (cls, o)
+    return out
+
+
+def dialogue_output_metadata(name: str) -> DialogueOutput:
+    """The declared metadata of output ``name``. An output no registered metric gives (an old file's,
+    or a plug-in's that is not installed) gets a stand-in: labelled by its name, no direction.
+
+    >>> dialogue_output_metadata("detect_auroc").arrow, dialogue_output_metadata("yule_z").direction
+    ('→0.5', 'closer to 0 is more realistic')
+    >>> dialogue_output_metadata("helpfulness_gap").heading, dialogue_output_metadata("helpfulness_gap").arrow
+    ('helpfulness_gap', '')
+    """
+    found = dialogue_outputs().get(name)
+    return found[1] if found is not None else DialogueOutput(name, "not a registered dialogue metric", "unknown",
+                                                             better=None)
+
+
+def dialogue_output_names() -> tuple[str, ...]:
+    return tuple(dialogue_outputs())
