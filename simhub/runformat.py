@@ -31,8 +31,10 @@ readers and drops it: a dialogue read from any file is a plain ``Dialogue``. A w
 field on ``Dialogue`` itself would have carried a run file's version into every dialogue and data file
 written from it.
 
-:func:`check_version` and :func:`convert_checked` are the same two steps for any versioned file (the
-tutor-bench traces and results use them too).
+:func:`simhub.versions.check_version` and :func:`convert_checked` are the same two steps for any
+versioned file (the tutor-bench traces and results use them too). The version check and the run
+files' version numbers live in :mod:`simhub.versions`, below this module and :mod:`simhub.schema`,
+so that the dialogue reader checks a rollout line's version without importing this module.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ import os
 import re
 import types
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -51,11 +53,7 @@ from msgspec import UNSET, UnsetType
 
 from simhub.errors import DataError
 from simhub.schema import Dialogue, Persona, Question, Turn, atomic_write_bytes
-
-#: The version the writers write.
-RUN_FORMAT_VERSION = 1
-#: The versions the readers read: 0 is a file without ``schema_version`` (written before versioning, same layout).
-RUN_FORMAT_READS: tuple[int, ...] = (0, 1)
+from simhub.versions import RUN_FORMAT_READS, RUN_FORMAT_VERSION, check_version
 
 #: The files of a run directory.
 RESULTS_FILE = "results.json"
@@ -267,32 +265,6 @@ class RolloutSummary(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 # ------------------------------------------------------------------------------------ version, errors
 
 
-def _versions(reads: Sequence[int]) -> str:
-    names = [str(v) for v in reads]
-    text = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
-    return text + ("; 0 is a file without schema_version, written before versioning" if 0 in reads else "")
-
-
-def check_version(version: object, reads: Sequence[int], where: str, *, what: str = "", file: str | None = None,
-                  row: int | None = None) -> int:
-    """The file's ``schema_version`` when this simhub reads it (None, the field absent, is version 0
-    where ``reads`` has 0); else a DataError naming ``where``, the version and the versions read.
-    ``what`` names the kind of file in the message (``"trace "``)."""
-    number = isinstance(version, int) and not isinstance(version, bool)
-    if (version is None and 0 in reads) or (number and version in reads):
-        return 0 if version is None else typing.cast(int, version)
-    known = _versions(reads)
-    if version is None:
-        message = f"{what}has no schema_version (this simhub reads {known})"
-    elif number and typing.cast(int, version) > max(reads):
-        message = (f"{what}schema_version {version} is newer than this simhub reads ({known}); "
-                   "upgrade simhub to read it")
-    else:
-        message = (f"{what}schema_version {version!r} is not one this simhub reads ({known}); "
-                   "read it with the simhub version that wrote it")
-    raise DataError(f"{where}: {message}", file=file, row=row, field="schema_version")
-
-
 _AT = re.compile(r" - at `(\$[^`]*)`$")
 _SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
 _NAMED = re.compile(r"Object (missing required|contains unknown) field `([^`]+)`")
@@ -492,12 +464,6 @@ def read_rollout_summary(path: str | os.PathLike[str]) -> RolloutSummary:
     if file.is_dir():
         file = file / ROLLOUT_SUMMARY_FILE
     return _decode(_loads(_read_text(file, _NOT_A_ROLLOUT), file), RolloutSummary, file)
-
-
-def check_dialogue_line(version: object, where: str, *, file: str | None = None, row: int | None = None) -> int:
-    """The ``schema_version`` of a dialogue line that carries one (a line of ``rollouts.jsonl`` read
-    as a dialogue, :func:`simhub.schema.iter_jsonl`), checked as :func:`read_rollout_dialogues` does."""
-    return check_version(version, RUN_FORMAT_READS, where, file=file, row=row)
 
 
 # ----------------------------------------------------------------------------------------- writing

@@ -173,10 +173,10 @@ def _decode_line(decoder: msgspec.json.Decoder, line: bytes, path: Path, lineno:
 def _versioned_dialogue(line: bytes, path: Path, lineno: int) -> Dialogue:
     """A dialogue line that carries ``schema_version``: the version checked first (a newer file is
     named as newer, not as malformed), then the dialogue, without it."""
-    from simhub.runformat import check_dialogue_line  # (the run files' versions; runformat builds on this module)
+    from simhub.versions import RUN_FORMAT_READS, check_version
 
-    check_dialogue_line(_version_decoder.decode(line).schema_version, f"{path}:{lineno}", file=str(path),
-                        row=lineno)
+    check_version(_version_decoder.decode(line).schema_version, RUN_FORMAT_READS, f"{path}:{lineno}", file=str(path),
+                  row=lineno)
     try:
         record = _versioned_decoder.decode(line)
     except msgspec.ValidationError as exc:

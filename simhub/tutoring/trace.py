@@ -28,8 +28,9 @@ from simhub.learners.graph import IUGraph
 from simhub.learners.metrics import ConversationMetrics
 from simhub.learners.state import KnowledgeState
 from simhub.learners.update import IUSignal, TurnRecord
-from simhub.runformat import check_version, convert_checked
+from simhub.runformat import convert_checked
 from simhub.schema import atomic_write_bytes
+from simhub.versions import check_version
 
 TRACE_KIND = "simhub-tutor-bench-trace"
 TRACE_VERSION = 3
