@@ -7,12 +7,9 @@ in ``simhub score``, ``POST /score`` and ``evaluate`` like the built-in ones.
 
 from __future__ import annotations
 
-import importlib
-import threading
-from importlib.metadata import entry_points
-
 from simhub.errors import ConfigError, UnknownNameError
 from simhub.metrics.base import Metric, Output
+from simhub.registry import LazyRegistry
 
 #: The seven metrics of the paper, in the paper's order (docs/protocol.md §3). ``judge`` gives two outputs.
 _REGISTRY: dict[str, str] = {
@@ -24,57 +21,28 @@ _REGISTRY: dict[str, str] = {
     "tutor_response": "simhub.metrics.tutor_response:TutorResponse",
 }
 
-_LOCK = threading.Lock()
-_CLASSES: dict[str, type[Metric]] = {}
-_PLUGINS_LOADED = False
+_METRICS: LazyRegistry[type[Metric]] = LazyRegistry(
+    "metric", _REGISTRY, group="simhub.metrics",
+    unknown=lambda name, known: UnknownNameError("metric", name, known, field="metrics"))
 
 
 def register_metric(name: str, target: str | type[Metric]) -> None:
     """Add (or replace) metric ``name``: a ``"module:Class"`` string or the class itself."""
-    with _LOCK:
-        if isinstance(target, str):
-            _REGISTRY[name] = target
-            _CLASSES.pop(name, None)
-        else:
-            _REGISTRY[name] = f"{target.__module__}:{target.__qualname__}"
-            _CLASSES[name] = target
+    _METRICS.register(name, target)
 
 
 def unregister_metric(name: str) -> None:
-    with _LOCK:
-        _REGISTRY.pop(name, None)
-        _CLASSES.pop(name, None)
-
-
-def _load_plugins() -> None:
-    global _PLUGINS_LOADED
-    if _PLUGINS_LOADED:
-        return
-    _PLUGINS_LOADED = True
-    for ep in entry_points(group="simhub.metrics"):
-        _REGISTRY.setdefault(ep.name, ep.value)
+    _METRICS.unregister(name)
 
 
 def metric_class(name: str) -> type[Metric]:
     """The class registered as ``name``."""
-    _load_plugins()
-    with _LOCK:
-        if name in _CLASSES:
-            return _CLASSES[name]
-        target = _REGISTRY.get(name)
-    if target is None:
-        raise UnknownNameError("metric", name, list(_REGISTRY), field="metrics")
-    module, _, attr = target.partition(":")
-    cls = getattr(importlib.import_module(module), attr)
-    with _LOCK:
-        _CLASSES[name] = cls
-    return cls
+    return _METRICS.get(name)
 
 
 def metric_classes() -> dict[str, type[Metric]]:
     """Every registered metric class, in registration order."""
-    _load_plugins()
-    return {name: metric_class(name) for name in list(_REGISTRY)}
+    return {name: _METRICS.get(name) for name in _METRICS.names()}
 
 
 def outputs() -> dict[str, tuple[type[Metric], Output]]:

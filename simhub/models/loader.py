@@ -13,7 +13,6 @@ built from a profile's endpoint settings by :func:`simhub.models.endpoints.endpo
 
 from __future__ import annotations
 
-import importlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from simhub.config import ModelRef, VLLMOptions
 from simhub.errors import ConfigError
 from simhub.models.base import LanguageModel
 from simhub.models.refs import ResolvedRef, resolve_peft
+from simhub.registry import LazyRegistry
 
 
 @dataclass(frozen=True)
@@ -60,40 +60,35 @@ _REGISTRY: dict[str, str] = {
     "transformers": "simhub.models.transformers:load_backend",
     "vllm": "simhub.models.vllm:load_backend",
 }
-_LOADERS: dict[str, BackendLoader] = {}
 #: Each backend's shared state; the built-in ones keep their historical names.
 _SHARED: dict[str, dict] = {"transformers": _BASES, "vllm": _ENGINES}
 
 
+def _unknown_backend(name: str, known: list[str]) -> ConfigError:
+    return ConfigError(f"backend: {name!r} is not one of {', '.join(known)}", field="backend")
+
+
+_BACKENDS: LazyRegistry[BackendLoader] = LazyRegistry("backend", _REGISTRY, unknown=_unknown_backend)
+
+
 def register_backend(name: str, target: str | BackendLoader) -> None:
     """Add (or replace) backend ``name``: a ``"module:function"`` string or the function itself."""
+    _BACKENDS.register(name, target)
+
+
+def unregister_backend(name: str) -> None:
     with _LOCK:
-        if isinstance(target, str):
-            _REGISTRY[name] = target
-            _LOADERS.pop(name, None)
-        else:
-            _REGISTRY[name] = f"{target.__module__}:{target.__qualname__}"
-            _LOADERS[name] = target
+        _SHARED.pop(name, None)
+    _BACKENDS.unregister(name)
 
 
 def backend_names() -> list[str]:
-    with _LOCK:
-        return list(_REGISTRY)
+    return _BACKENDS.names()
 
 
 def backend_loader(name: str) -> BackendLoader:
     """The loader registered as ``name`` (a ConfigError on ``backend`` lists the known ones)."""
-    with _LOCK:
-        if name in _LOADERS:
-            return _LOADERS[name]
-        target = _REGISTRY.get(name)
-        if target is None:
-            raise ConfigError(f"backend: {name!r} is not one of {', '.join(_REGISTRY)}", field="backend")
-    module, _, attr = target.partition(":")
-    loader: BackendLoader = getattr(importlib.import_module(module), attr)
-    with _LOCK:
-        _LOADERS[name] = loader
-    return loader
+    return _BACKENDS.get(name)
 
 
 def load_lm(ref: ModelRef | str, options: LoadOptions | None = None) -> LanguageModel:
@@ -109,8 +104,8 @@ def load_lm(ref: ModelRef | str, options: LoadOptions | None = None) -> Language
                 _MODELS[key] = DummyLM(seed=int(ref.model.split(":", 1)[1] or 0), name=ref.model)
             return _MODELS[key]
     with _LOCK:
-        if options.backend not in _REGISTRY:
-            raise ConfigError(f"backend: {options.backend!r} is not one of {', '.join(_REGISTRY)}", field="backend")
+        if options.backend not in _BACKENDS:
+            raise _unknown_backend(options.backend, _BACKENDS.names())
     key = (ref, options.backend, options.device, options.dtype, options.share_base, options.asynchronous,
            msgspec.json.encode(options.vllm) if options.backend == "vllm" else None)
     with _LOCK:

@@ -42,10 +42,8 @@ def echo_backend():
     loader.register_backend("echo", f"{__name__}:load_echo")
     yield
     unload_models()
-    with loader._LOCK:
-        loader._REGISTRY.pop("echo", None)
-        loader._LOADERS.pop("echo", None)
-        loader._SHARED.pop("echo", None)
+    loader.unregister_backend("echo")
+    assert "echo" not in loader.backend_names()
 
 
 def test_the_built_in_backends_are_lazy_registry_lines():

@@ -8,12 +8,8 @@ their declared metadata. A plugin adds one with :func:`register_dialogue_metric`
 
 from __future__ import annotations
 
-import importlib
-import threading
-from importlib.metadata import entry_points
-
-from simhub.errors import UnknownNameError
 from simhub.evaluation.dialogue_level.base import DialogueMetric, DialogueOutput
+from simhub.registry import LazyRegistry
 
 _PACKAGE = "simhub.evaluation.dialogue_level"
 
@@ -31,57 +27,27 @@ _REGISTRY: dict[str, str] = {
     "tutor_sensitivity": f"{_PACKAGE}.sensitivity:TutorSensitivity",
 }
 
-_LOCK = threading.Lock()
-_CLASSES: dict[str, type[DialogueMetric]] = {}
-_PLUGINS_LOADED = False
+_METRICS: LazyRegistry[type[DialogueMetric]] = LazyRegistry("dialogue metric", _REGISTRY,
+                                                             group="simhub.dialogue_metrics")
 
 
 def register_dialogue_metric(name: str, target: str | type[DialogueMetric]) -> None:
     """Add (or replace) dialogue metric ``name``: a ``"module:Class"`` string or the class itself."""
-    with _LOCK:
-        if isinstance(target, str):
-            _REGISTRY[name] = target
-            _CLASSES.pop(name, None)
-        else:
-            _REGISTRY[name] = f"{target.__module__}:{target.__qualname__}"
-            _CLASSES[name] = target
+    _METRICS.register(name, target)
 
 
 def unregister_dialogue_metric(name: str) -> None:
-    with _LOCK:
-        _REGISTRY.pop(name, None)
-        _CLASSES.pop(name, None)
-
-
-def _load_plugins() -> None:
-    global _PLUGINS_LOADED
-    if _PLUGINS_LOADED:
-        return
-    _PLUGINS_LOADED = True
-    for ep in entry_points(group="simhub.dialogue_metrics"):
-        _REGISTRY.setdefault(ep.name, ep.value)
+    _METRICS.unregister(name)
 
 
 def dialogue_metric_class(name: str) -> type[DialogueMetric]:
     """The class registered as ``name``."""
-    _load_plugins()
-    with _LOCK:
-        if name in _CLASSES:
-            return _CLASSES[name]
-        target = _REGISTRY.get(name)
-    if target is None:
-        raise UnknownNameError("dialogue metric", name, list(_REGISTRY))
-    module, _, attr = target.partition(":")
-    cls = getattr(importlib.import_module(module), attr)
-    with _LOCK:
-        _CLASSES[name] = cls
-    return cls
+    return _METRICS.get(name)
 
 
 def dialogue_metric_classes() -> dict[str, type[DialogueMetric]]:
     """Every registered dialogue metric class, in registration order."""
-    _load_plugins()
-    return {name: dialogue_metric_class(name) for name in list(_REGISTRY)}
+    return {name: _METRICS.get(name) for name in _METRICS.names()}
 
 
 def dialogue_outputs() -> dict[str, tuple[type[DialogueMetric], DialogueOutput]]:
