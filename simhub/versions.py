@@ -29,7 +29,15 @@ def check_version(version: object, reads: Sequence[int], where: str, *, what: st
                   row: int | None = None) -> int:
     """The file's ``schema_version`` when this simhub reads it (None, the field absent, is version 0
     where ``reads`` has 0); else a DataError naming ``where``, the version and the versions read.
-    ``what`` names the kind of file in the message (``"trace "``)."""
+    ``what`` names the kind of file in the message (``"trace "``).
+
+    >>> check_version(None, RUN_FORMAT_READS, "run/results.json"), check_version(1, (1, 2), "t.json")
+    (0, 1)
+    >>> check_version(3, (1, 2), "t.json", what="trace ")
+    Traceback (most recent call last):
+    ...
+    simhub.errors.DataError: t.json: trace schema_version 3 is newer than this simhub reads (1 and 2); upgrade simhub to read it
+    """
     number = isinstance(version, int) and not isinstance(version, bool)
     if (version is None and 0 in reads) or (number and version in reads):
         return 0 if version is None else typing.cast(int, version)
