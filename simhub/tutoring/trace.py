@@ -136,10 +136,11 @@ S = TypeVar("S", bound=msgspec.Struct)
 
 
 def read_document(path: str | os.PathLike[str], type: type[S], kind: str, versions: tuple[int, ...],
-                  what: str, not_it: str) -> S:
+                  what: str, not_it: str, *, unversioned: bool = False) -> S:
     """A tutor-bench JSON file (``kind``, ``schema_version``) decoded into ``type``; a DataError
     naming the file when it cannot be read, is not JSON, is another ``kind`` ("``path``: not_it") or
-    another version."""
+    another version. ``unversioned``: an object with neither field was written before the file had
+    them, and reads as version 0 of ``kind``."""
     path = Path(path)
     try:
         raw = msgspec.json.decode(path.read_bytes())
@@ -147,6 +148,8 @@ def read_document(path: str | os.PathLike[str], type: type[S], kind: str, versio
         raise DataError(f"{path}: cannot read ({exc.strerror})", file=str(path)) from None
     except msgspec.DecodeError as exc:
         raise DataError(f"{path}: not JSON ({exc})", file=str(path)) from None
+    if unversioned and isinstance(raw, dict) and "schema_version" not in raw and "kind" not in raw:
+        raw = {**raw, "schema_version": 0, "kind": kind}
     if not isinstance(raw, dict) or raw.get("kind") != kind:
         raise DataError(f"{path}: {not_it}", file=str(path), field="kind")
     version = check_version(raw.get("schema_version"), versions, str(path), what=what, file=str(path))
@@ -199,18 +202,6 @@ def write_run_info(path: str | os.PathLike[str], info: RunInfo) -> None:
 
 def read_run_info(path: str | os.PathLike[str]) -> RunInfo:
     """``run.json`` decoded; a DataError naming the file (and the field) when it is not one."""
-    path = Path(path)
-    try:
-        raw = msgspec.json.decode(path.read_bytes())
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read ({exc.strerror})", file=str(path)) from None
-    except msgspec.DecodeError as exc:
-        raise DataError(f"{path}: not JSON ({exc})", file=str(path)) from None
-    if isinstance(raw, dict) and "schema_version" not in raw and "kind" not in raw:
-        raw = {**raw, "schema_version": 0, "kind": RUN_KIND}  # written before run.json was versioned
-    if not isinstance(raw, dict) or raw.get("kind") != RUN_KIND:
-        raise DataError(f"{path}: not a tutor-bench run.json (kind {RUN_KIND!r} expected)", file=str(path),
-                        field="kind")
-    version = check_version(raw.get("schema_version"), RUN_READS, str(path), what="run.json ", file=str(path))
-    info = convert_checked(raw, RunInfo, str(path), file=str(path), version=version)
-    return msgspec.structs.replace(info, schema_version=RUN_VERSION) if version == 0 else info
+    info = read_document(path, RunInfo, RUN_KIND, RUN_READS, "run.json ",
+                         f"not a tutor-bench run.json (kind {RUN_KIND!r} expected)", unversioned=True)
+    return msgspec.structs.replace(info, schema_version=RUN_VERSION) if info.schema_version == 0 else info
