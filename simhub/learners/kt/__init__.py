@@ -1,12 +1,14 @@
 """Knowledge tracing for the KT-grounded learner (EduClaw-Bench, U. Lee et al., arXiv 2608.03206).
 
 The first part, with no language model: the backbone interface (:mod:`~simhub.learners.kt.base`),
-the backends by name (:mod:`~simhub.learners.kt.registry`) and BKT (:mod:`~simhub.learners.kt.bkt`).
+the backends by name (:mod:`~simhub.learners.kt.registry`), BKT (:mod:`~simhub.learners.kt.bkt`) and
+its fitting by EM or grid search (:mod:`~simhub.learners.kt.bkt_fit`).
 ``docs/kt-learner.md`` describes them.
 """
 
 from simhub.learners.kt.base import KTModel, UnknownKCError
 from simhub.learners.kt.bkt import BKT, BKTBelief, BKTFile, BKTParams
+from simhub.learners.kt.bkt_fit import Bounds, FitSettings, fit_bkt
 from simhub.learners.kt.registry import kt_backend, kt_backend_names, load_kt_model, register_kt_backend
 
 __all__ = [
@@ -14,8 +16,11 @@ __all__ = [
     "BKTBelief",
     "BKTFile",
     "BKTParams",
+    "Bounds",
+    "FitSettings",
     "KTModel",
     "UnknownKCError",
+    "fit_bkt",
     "kt_backend",
     "kt_backend_names",
     "load_kt_model",
