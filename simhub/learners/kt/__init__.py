@@ -3,7 +3,9 @@
 The first part, with no language model: the backbone interface (:mod:`~simhub.learners.kt.base`),
 the backends by name (:mod:`~simhub.learners.kt.registry`), BKT (:mod:`~simhub.learners.kt.bkt`) and
 its fitting by EM or grid search (:mod:`~simhub.learners.kt.bkt_fit`), and item-response logs read
-from CSV or built from QATD-2k dialogues (:mod:`~simhub.learners.kt.logs`).
+from CSV or built from QATD-2k dialogues (:mod:`~simhub.learners.kt.logs`). The benchmark's
+deterministic measures (ΔSolve, responsiveness, ECE and Brier, pass^k, Kendall τ) are in
+:mod:`~simhub.learners.kt.metrics`.
 ``docs/kt-learner.md`` describes them.
 """
 
