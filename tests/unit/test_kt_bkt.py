@@ -96,7 +96,7 @@ def test_an_unknown_kc_is_named():
 def test_a_model_needs_kcs_and_params():
     with pytest.raises(ValueError, match="at least one KC"):
         BKT({})
-    with pytest.raises(ValueError, match="params.x"):
+    with pytest.raises(ValueError, match=r"params\.x"):
         BKT({"x": (0.1, 0.1, 0.1, 0.1)})
 
 

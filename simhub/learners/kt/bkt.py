@@ -36,8 +36,9 @@ import msgspec
 
 from simhub.errors import ConfigError, DataError
 from simhub.learners.kt.base import KTModel
-from simhub.runformat import check_version, convert_checked
+from simhub.runformat import convert_checked
 from simhub.schema import atomic_write_bytes
+from simhub.versions import check_version
 
 __all__ = [
     "BKT",
