@@ -114,3 +114,7 @@ def test_bad_settings_and_data():
         fit_kc([[], []], kc="k")
     with pytest.raises(DataError, match="0 or 1"):
         fit_kc([[0, 2]])
+    with pytest.raises(DataError, match="0 or 1"):
+        fit_kc([[0, 0.5]])
+    with pytest.raises(DataError, match="0 or 1"):
+        fit_kc([[0, "yes"]])

@@ -32,6 +32,12 @@ def test_read_a_log_in_any_column_order(tmp_path):
     assert log.kc_sequences() == {"add": [[1, 1, 0]], "sub": [[0]]}
 
 
+def test_a_byte_order_mark_is_dropped(tmp_path):
+    path = tmp_path / "excel.csv"
+    path.write_bytes("student,item,kc,correct,time\r\ns1,q1,add,1,0\r\n".encode("utf-8-sig"))
+    assert read_responses(path).responses == (Response("s1", "q1", "add", True, 0.0),)
+
+
 def test_a_missing_column_names_the_file_and_the_column(tmp_path):
     path = write(tmp_path, "student,item,correct,time\ns1,q1,1,0\n")
     with pytest.raises(DataError, match=r"missing column 'kc'") as info:

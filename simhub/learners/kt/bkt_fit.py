@@ -144,7 +144,10 @@ def _pad(sequences: Sequences, kc: str) -> tuple[np.ndarray, np.ndarray]:
     y = np.zeros((len(seqs), width), dtype=np.float64)
     mask = np.zeros((len(seqs), width), dtype=bool)
     for i, s in enumerate(seqs):
-        values = np.asarray([int(v) for v in s], dtype=np.float64)
+        try:
+            values = np.asarray([float(v) for v in s], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise DataError(f"kc {kc!r}: answers must be 0 or 1", field="kc") from None
         if np.any((values != 0) & (values != 1)):
             raise DataError(f"kc {kc!r}: answers must be 0 or 1", field="kc")
         y[i, : len(s)] = values
@@ -220,14 +223,22 @@ def _clip(theta: np.ndarray, settings: FitSettings) -> np.ndarray:
 
 
 def _em(y, mask, start: np.ndarray, settings: FitSettings):
+    """EM from ``start``: the best point seen (clipping can make a step lose likelihood), its
+    log-likelihood, the passes made and whether the gain fell below ``tol``."""
     theta = _clip(start, settings)
+    best_theta, best_ll = theta, -math.inf
     previous = -math.inf
     for iteration in range(1, settings.max_iter + 1):
         new, ll = _em_step(y, mask, theta, settings.forgetting)
-        if ll - previous < settings.tol and iteration > 1:
-            return theta, ll, iteration, True
+        if ll > best_ll:
+            best_theta, best_ll = theta, ll
+        if iteration > 1 and ll - previous < settings.tol:
+            return best_theta, best_ll, iteration, True
         theta, previous = _clip(new, settings), ll
-    return theta, _forward(y, mask, theta)[1], settings.max_iter, False
+    ll = _forward(y, mask, theta)[1]
+    if ll > best_ll:
+        best_theta, best_ll = theta, ll
+    return best_theta, best_ll, settings.max_iter, False
 
 
 def _em_restarts(y, mask, settings: FitSettings):

@@ -4,7 +4,7 @@ A :class:`ResponseLog` is a tuple of :class:`Response` rows. It is read from a C
 (:func:`read_responses`) or built from annotated QATD-2k dialogues (:func:`responses_from_dialogues`),
 and gives the per-KC sequences that fitting needs (:meth:`ResponseLog.kc_sequences`).
 
-**The CSV layout** (UTF-8, a header row, comma-separated; columns in any order, other columns ignored):
+**The CSV layout** (UTF-8, with or without a byte-order mark; a header row, comma-separated; columns in any order, other columns ignored):
 
 =========== ===================================================================================
 column      value
@@ -102,7 +102,7 @@ def read_responses(path: str | os.PathLike[str]) -> ResponseLog:
     path = Path(path)
     file = str(path)
     try:
-        handle = path.open(newline="", encoding="utf-8")
+        handle = path.open(newline="", encoding="utf-8-sig")  # a spreadsheet's byte-order mark is dropped
     except FileNotFoundError:
         raise DataError(f"{path}: no such file", file=file) from None
     with handle:
