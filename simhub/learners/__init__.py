@@ -6,6 +6,9 @@ The pieces, each usable alone: :mod:`~simhub.learners.graph` (the IU graph, its 
 :mod:`~simhub.learners.update` (one turn, a pure function), :mod:`~simhub.learners.termination`,
 :mod:`~simhub.learners.metrics` (KG, DC, CO, failure modes) and :mod:`~simhub.learners.replay`
 (knowsim run logs). ``docs/learners.md`` describes the rules.
+
+:mod:`simhub.learners.kt` (imported on its own) is the first part of a second learner, grounded in
+knowledge tracing (``docs/kt-learner.md``).
 """
 
 from simhub.learners.graph import (

@@ -1,0 +1,78 @@
+"""The KT backends by name: ``name -> "module:Class"``, imported when first used.
+
+A backend is a :class:`~simhub.learners.kt.base.KTModel` subclass with a ``load(path)`` classmethod.
+A saved model file names its backend (``"backend": "bkt"``), so :func:`load_kt_model` reads any of
+them. A plugin adds one with :func:`register_kt_backend`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import threading
+from pathlib import Path
+
+from simhub.errors import DataError, UnknownNameError
+from simhub.learners.kt.base import KTModel
+
+__all__ = ["kt_backend", "kt_backend_names", "load_kt_model", "register_kt_backend"]
+
+_REGISTRY: dict[str, str] = {
+    "bkt": "simhub.learners.kt.bkt:BKT",
+}
+_CLASSES: dict[str, type[KTModel]] = {}
+_LOCK = threading.Lock()
+
+
+def register_kt_backend(name: str, target: str | type[KTModel]) -> None:
+    """Add (or replace) backend ``name``: a ``"module:Class"`` string or the class itself."""
+    with _LOCK:
+        if isinstance(target, str):
+            _REGISTRY[name] = target
+            _CLASSES.pop(name, None)
+        else:
+            _REGISTRY[name] = f"{target.__module__}:{target.__qualname__}"
+            _CLASSES[name] = target
+
+
+def kt_backend_names() -> list[str]:
+    with _LOCK:
+        return list(_REGISTRY)
+
+
+def kt_backend(name: str) -> type[KTModel]:
+    """The class registered as ``name`` (an UnknownNameError on ``backend`` lists the known ones)."""
+    with _LOCK:
+        if name in _CLASSES:
+            return _CLASSES[name]
+        target = _REGISTRY.get(name)
+        known = list(_REGISTRY)
+    if target is None:
+        raise UnknownNameError("KT backend", name, known, field="backend")
+    module, _, attr = target.partition(":")
+    cls: type[KTModel] = getattr(importlib.import_module(module), attr)
+    with _LOCK:
+        _CLASSES[name] = cls
+    return cls
+
+
+def load_kt_model(path: str | os.PathLike[str], backend: str | None = None) -> KTModel:
+    """The model saved at ``path``, by the backend the file names (or ``backend`` when given)."""
+    path = Path(path)
+    if backend is None:
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise DataError(f"{path}: no such file", file=str(path)) from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise DataError(f"{path}: not a JSON file ({exc})", file=str(path)) from None
+        backend = raw.get("backend") if isinstance(raw, dict) else None
+        if not isinstance(backend, str):
+            raise DataError(f"{path}: backend: missing (the file must name its KT backend)", file=str(path),
+                            field="backend")
+    cls = kt_backend(backend)
+    load = getattr(cls, "load", None)
+    if load is None:
+        raise DataError(f"{path}: KT backend {backend!r} cannot load a saved model", file=str(path), field="backend")
+    return load(path)
