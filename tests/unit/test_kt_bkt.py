@@ -18,7 +18,7 @@ from simhub.learners.kt import (
     register_kt_backend,
 )
 from simhub.learners.kt.bkt import BKT_FILE_VERSION, posterior, predict_correct, transition
-from simhub.learners.kt.registry import _CLASSES, _REGISTRY
+from simhub.learners.kt.registry import _BACKENDS
 
 P = BKTParams(p_init=0.2, p_learn=0.1, p_guess=0.25, p_slip=0.1)
 
@@ -176,5 +176,4 @@ def test_the_registry_is_lazy_and_extensible(tmp_path):
         with pytest.raises(UnknownKCError, match="constant model"):
             loaded.update(0, "i", "b", True)
     finally:
-        _REGISTRY.pop("constant", None)
-        _CLASSES.pop("constant", None)
+        _BACKENDS.unregister("constant")

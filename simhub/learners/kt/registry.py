@@ -7,54 +7,35 @@ them. A plugin adds one with :func:`register_kt_backend`.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
-import threading
 from pathlib import Path
 
 from simhub.errors import DataError, UnknownNameError
 from simhub.learners.kt.base import KTModel
+from simhub.registry import LazyRegistry
 
 __all__ = ["kt_backend", "kt_backend_names", "load_kt_model", "register_kt_backend"]
 
 _REGISTRY: dict[str, str] = {
     "bkt": "simhub.learners.kt.bkt:BKT",
 }
-_CLASSES: dict[str, type[KTModel]] = {}
-_LOCK = threading.Lock()
+_BACKENDS: LazyRegistry[type[KTModel]] = LazyRegistry(
+    "KT backend", _REGISTRY, unknown=lambda name, known: UnknownNameError("KT backend", name, known, field="backend"))
 
 
 def register_kt_backend(name: str, target: str | type[KTModel]) -> None:
     """Add (or replace) backend ``name``: a ``"module:Class"`` string or the class itself."""
-    with _LOCK:
-        if isinstance(target, str):
-            _REGISTRY[name] = target
-            _CLASSES.pop(name, None)
-        else:
-            _REGISTRY[name] = f"{target.__module__}:{target.__qualname__}"
-            _CLASSES[name] = target
+    _BACKENDS.register(name, target)
 
 
 def kt_backend_names() -> list[str]:
-    with _LOCK:
-        return list(_REGISTRY)
+    return _BACKENDS.names()
 
 
 def kt_backend(name: str) -> type[KTModel]:
     """The class registered as ``name`` (an UnknownNameError on ``backend`` lists the known ones)."""
-    with _LOCK:
-        if name in _CLASSES:
-            return _CLASSES[name]
-        target = _REGISTRY.get(name)
-        known = list(_REGISTRY)
-    if target is None:
-        raise UnknownNameError("KT backend", name, known, field="backend")
-    module, _, attr = target.partition(":")
-    cls: type[KTModel] = getattr(importlib.import_module(module), attr)
-    with _LOCK:
-        _CLASSES[name] = cls
-    return cls
+    return _BACKENDS.get(name)
 
 
 def load_kt_model(path: str | os.PathLike[str], backend: str | None = None) -> KTModel:
