@@ -43,7 +43,8 @@ from simhub.prompts import MAX_PROMPT_CHARS
 from simhub.training.data import JUDGE_CANDIDATES, SAMPLE_DATA, check_data
 
 #: The model kinds a recipe can train.
-KINDS: tuple[str, ...] = ("student-sft", "tutor-sft", "acts", "correctness", "judge", "kt", "student-dpo")
+KINDS: tuple[str, ...] = ("student-sft", "tutor-sft", "acts", "correctness", "judge", "kt", "student-dpo",
+                         "acts-embedding")
 
 
 def _f(default: Any, help: str, **kw) -> Any:
