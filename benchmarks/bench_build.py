@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-short", action="store_true", help="only the full-length rows")
     parser.add_argument("--no-loaded-defaults", action="store_true",
                         help="leave out the slowest row (torch's defaults next to the other process)")
+    parser.add_argument("--before-from", metavar="FILE", help="take the full-logits row from an earlier report "
+                        "(its build as it was before) instead of building it again")
     parser.add_argument("--keep", metavar="DIR", help="build the quiet row into DIR (an empty SIMHUB_HOME) and keep it")
     args = parser.parse_args(argv)
     if args.worker:
@@ -135,7 +137,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_full:
         rows["quiet"] = run_condition("policy", False, None, keep=args.keep)
         rows["loaded"] = run_condition("policy", True, None)
-        rows["quiet-full-logits"] = run_condition("full-logits", False, None)
+        if args.before_from:
+            earlier = json.loads(Path(args.before_from).read_text(encoding="utf-8"))
+            rows["quiet-full-logits"] = {**earlier["rows_s"]["quiet-full-logits"],
+                                         "measured": earlier.get("when"), "as_built_then": True}
+        else:
+            rows["quiet-full-logits"] = run_condition("full-logits", False, None)
     short = args.short_steps
     for mode, loaded in (("policy", False), ("policy", True), ("defaults", False), ("defaults", True)):
         if args.skip_short or (loaded and mode == "defaults" and args.no_loaded_defaults):

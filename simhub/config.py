@@ -12,16 +12,21 @@ Model references are strings as a user writes them: a folder, a Hub id, or (reso
 ``demo:NAME`` for a demo adapter trained on the sample corpus, and ``random-lora:NAME`` for a
 random LoRA. Nothing below provisioning sees anything but concrete references.
 
-Nobody else reads profile dicts: every other module receives these structs.
+Nobody else reads profile dicts: every other module receives these structs. Training recipes
+(:mod:`simhub.training.config`) are read by the same checker, :func:`convert`: unknown keys and
+values outside a ``Literal`` name the file and the key path with a did-you-mean, and type errors
+name the key path.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import types
 import typing
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import msgspec
 import yaml
@@ -80,6 +85,11 @@ def load_yaml_mapping(path: Path, kind: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------- structs
 
+#: The built-in model backends (:mod:`simhub.models.loader` registers one loader for each; a plugin adds
+#: more through ``register_backend``, in Python).
+Backend = Literal["transformers", "vllm"]
+BUILTIN_BACKENDS: tuple[str, ...] = typing.get_args(Backend)
+
 
 class _Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """Base of every profile section: keyword-only, frozen, unknown keys rejected."""
@@ -133,9 +143,16 @@ class KnowledgeConfig(ModelRef, kw_only=True, forbid_unknown_fields=True, frozen
 class EndpointSettings(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """How to reach an OpenAI-compatible endpoint (the key is read from ``api_key_env``, never stored).
 
+    The one definition of an endpoint's settings, checked here whether read from a profile or built
+    in Python; the client's :class:`~simhub.models.openai.EndpointConfig` holds them, with the model,
+    the key variables and the cache folder that :func:`simhub.models.endpoints.endpoint_config` derives.
+
+    ``base_url`` ends in ``/v1`` (``https://api.openai.com/v1``, ``http://localhost:8000/v1`` for vLLM).
     ``api_key_env`` names the one environment variable whose value is sent as the key; ``none``
     sends no key. Left out, the kind's default variables (``OPENAI_API_KEY``...) are sent only to
     ``api.openai.com``, a loopback server gets no key, and any other host is an error asking for it.
+    Each attempt may take ``timeout_s`` seconds, up to ``max_retries`` retries follow the first, and
+    at most ``concurrency`` requests are in flight per client.
     """
 
     base_url: str | None = None
@@ -148,6 +165,24 @@ class EndpointSettings(_Section, kw_only=True, forbid_unknown_fields=True, froze
     cache_dir: str | None = None
     #: Send large jobs through the OpenAI Batch API (half the price, answers within 24 h).
     batch_api: bool = False
+
+    def __post_init__(self) -> None:
+        # Runs for settings built in Python too (msgspec checks types only when converting).
+        if self.base_url is not None and (not isinstance(self.base_url, str)
+                                          or urlsplit(self.base_url).scheme not in ("http", "https")):
+            raise ConfigError("base_url: must be an http(s) URL such as https://api.openai.com/v1", field="base_url")
+        check_number("timeout_s", self.timeout_s, positive=True)
+        check_number("max_retries", self.max_retries, low=0, integer=True)
+        check_number("concurrency", self.concurrency, low=1, integer=True)
+
+
+def check_number(name: str, value: Any, *, low: float = 0, positive: bool = False, integer: bool = False) -> None:
+    """A ConfigError on ``name`` unless ``value`` is a number (an integer) ``>= low`` (``> 0``)."""
+    kinds = int if integer else int | float
+    if isinstance(value, bool) or not isinstance(value, kinds) or value < low or (positive and value <= 0):
+        what = f"an integer >= {low}" if integer else ("a positive number of seconds" if positive else
+                                                       f"a number of seconds >= {low}")
+        raise ConfigError(f"{name}: must be {what}, got {value!r}", field=name)
 
 
 class JudgeConfig(ModelRef, kw_only=True, forbid_unknown_fields=True, frozen=True):
@@ -208,7 +243,7 @@ class VLLMOptions(_Section, kw_only=True, forbid_unknown_fields=True, frozen=Tru
 class ScoringConfig(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
     device: str | None = None
     #: Backend of the local metric models: ``transformers`` or ``vllm``.
-    backend: Literal["transformers", "vllm"] = "transformers"
+    backend: Backend = "transformers"
     batch_size: int = 16
     chunk_size: int = 128
     #: Adapters on one base share one loaded base (switched per call); false merges each adapter
@@ -231,7 +266,7 @@ class _ModelBacked(_Section, kw_only=True, forbid_unknown_fields=True, frozen=Tr
     adapter: str | None = None
     revision: str | None = None
     adapter_revision: str | None = None
-    backend: Literal["transformers", "vllm"] | None = None
+    backend: Backend | None = None
     endpoint: EndpointSettings = msgspec.field(default_factory=EndpointSettings)
     temperature: float | None = None
     max_tokens: int | None = None
@@ -297,7 +332,7 @@ class ServingConfig(_Section, kw_only=True, forbid_unknown_fields=True, frozen=T
     host: str = "127.0.0.1"
     port: int = 8000
     #: Default backend of local simulators.
-    backend: Literal["transformers", "vllm"] = "transformers"
+    backend: Backend = "transformers"
     vllm: VLLMOptions = msgspec.field(default_factory=VLLMOptions)
     limits: Limits = msgspec.field(default_factory=Limits)
     preload: bool = True
@@ -339,15 +374,54 @@ def _struct_of(tp: Any) -> type | None:
     """The Struct type inside ``tp`` (``X`` or ``X | None``), if any."""
     if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
         return tp
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        for arg in typing.get_args(tp):
-            if isinstance(arg, type) and issubclass(arg, msgspec.Struct):
-                return arg
+    for arg in _union_args(tp):
+        if isinstance(arg, type) and issubclass(arg, msgspec.Struct):
+            return arg
     return None
 
 
+def _union_args(tp: Any) -> tuple:
+    """The members of ``tp`` if it is a union (``X | None``), else ``(tp,)``."""
+    return typing.get_args(tp) if typing.get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+
+
+def struct_fields(struct: type) -> list[str]:
+    """The field names of a Struct type, in order."""
+    return [f.name for f in msgspec.structs.fields(struct)]
+
+
+def unknown_key(where: str, at: str, known: list[str]) -> ConfigError:
+    """The error of an unknown key ``at`` (a dotted path): the closest of ``known`` and all of them."""
+    key = at.rsplit(".", 1)[-1]
+    return ConfigError(f"{where}: {at}: unknown key{did_you_mean(key, known)}; allowed: {', '.join(known)}", field=at)
+
+
+def _leaf(value: Any, tp: Any, path: str, where: str) -> Any:
+    """A scalar or list as YAML gave it, checked against a Literal and widened where YAML is awkward."""
+    args = _union_args(tp)
+    if value is None and type(None) in args:
+        return None
+    for arg in args:
+        if typing.get_origin(arg) is Literal:
+            allowed = typing.get_args(arg)
+            if value not in allowed or isinstance(value, bool):
+                raise ConfigError(f"{where}: {path}: {value!r} is not one of {', '.join(map(str, allowed))}"
+                                  f"{did_you_mean(str(value), [str(a) for a in allowed])}", field=path)
+            return value
+        if arg is float and isinstance(value, str):
+            # YAML 1.1 reads "3e-3" (no dot) as a string; Python's float() is what users expect.
+            try:
+                return float(value)
+            except ValueError:
+                return value  # msgspec reports the type error
+        if typing.get_origin(arg) is list and typing.get_args(arg) == (str,) and isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]  # "a, b" means [a, b]
+    return value
+
+
 def _normalise(value: Any, tp: Any, path: str, where: str) -> Any:
-    """Check keys (with did-you-mean) and expand string shorthands, before msgspec converts types."""
+    """Check keys (with did-you-mean) and Literal values, expand string shorthands, before msgspec
+    converts types. A section (a Struct field that cannot be null) set to null keeps its defaults."""
     struct = _struct_of(tp)
     if struct is not None:
         if isinstance(value, str) and issubclass(struct, _STRING_SHORTHAND):
@@ -355,19 +429,54 @@ def _normalise(value: Any, tp: Any, path: str, where: str) -> Any:
         if not isinstance(value, dict):
             return value  # msgspec reports the type error with its path
         hints = typing.get_type_hints(struct)
-        names = [f.name for f in msgspec.structs.fields(struct)]
+        names = struct_fields(struct)
         out = {}
         for key, item in value.items():
+            at = f"{path}.{key}" if path else str(key)
             if key not in names:
-                at = f"{path}.{key}" if path else str(key)
-                raise ConfigError(f"{where}: {at}: unknown key{did_you_mean(str(key), names)}; "
-                                  f"allowed: {', '.join(names)}", field=at)
-            out[key] = _normalise(item, hints[key], f"{path}.{key}" if path else key, where)
+                raise unknown_key(where, at, names)
+            if item is None and _struct_of(hints[key]) is hints[key]:
+                continue
+            out[key] = _normalise(item, hints[key], at, where)
         return out
     if typing.get_origin(tp) is dict and isinstance(value, dict):
         inner = typing.get_args(tp)[1]
         return {k: _normalise(v, inner, f"{path}.{k}", where) for k, v in value.items() if v is not None}
-    return value
+    return _leaf(value, tp, path, where)
+
+
+_S = typing.TypeVar("_S", bound=msgspec.Struct)
+_MISSING = object()
+
+
+def _value_at(data: Any, path: str) -> Any:
+    """The value at a msgspec error path (``dpo.beta``, ``report_to[0]``), or ``_MISSING``."""
+    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", path):
+        try:
+            data = data[int(index)] if index else data[name]
+        except (KeyError, IndexError, TypeError):
+            return _MISSING
+    return data
+
+
+def convert(data: dict[str, Any], struct: type[_S], where: str) -> _S:
+    """``data`` (a YAML mapping) as ``struct``; every problem is a ConfigError naming ``where`` (the
+    file) and the key path: unknown keys and Literal values with a did-you-mean, then types."""
+    checked = _normalise(data, struct, "", where)
+    try:
+        return msgspec.convert(checked, struct)
+    except msgspec.ValidationError as exc:
+        message, _, at = str(exc).partition(" - at `$")
+        at = at.rstrip("`").lstrip(".")
+        named, sep, rest = message.partition(": ")  # a __post_init__'s "name: problem"
+        if sep and named.isidentifier():
+            at, message = (f"{at}.{named}" if at else named), rest
+        message = message[:1].lower() + message[1:]
+        if message.startswith("expected"):
+            value = _value_at(checked, at)
+            if value is not _MISSING and value is not None and not isinstance(value, dict | list):
+                message = f"{message} ({value!r})"
+        raise ConfigError(f"{where}: {at}: {message}" if at else f"{where}: {message}", field=at or None) from None
 
 
 def _merge(base: dict, override: dict) -> dict:
@@ -432,13 +541,7 @@ def load_profile(name_or_path: str | os.PathLike[str], *, environ: typing.Mappin
     is_shipped = path.parent == PROFILE_DIR.resolve()
     data.setdefault("name", path.stem)
     data["source"] = path.stem if is_shipped else str(path)
-    where = str(path)
-    checked = _normalise(data, Profile, "", where)
-    try:
-        profile = msgspec.convert(checked, Profile)
-    except msgspec.ValidationError as exc:
-        at = str(exc).rsplit("at `$", 1)[-1].rstrip("`").lstrip(".") if "at `$" in str(exc) else None
-        raise ConfigError(f"{where}: {exc}", field=at or None) from None
+    profile = convert(data, Profile, str(path))
     return apply_environment(profile, os.environ if environ is None else environ)
 
 

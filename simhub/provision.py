@@ -381,11 +381,10 @@ def provision_profile(profile: Profile, on_step: StepCallback | None = _say) -> 
 
 def resolve_recipe(recipe):
     """A training recipe with its base model (and DPO's SFT adapter) built if they are provisioned."""
-    import dataclasses
-
-    recipe = dataclasses.replace(recipe, base_model=resolve_model(recipe.base_model))
+    replace = msgspec.structs.replace
+    recipe = replace(recipe, base_model=resolve_model(recipe.base_model))
     if recipe.dpo.sft_adapter and recipe.dpo.sft_adapter.startswith(PROVISIONED_SCHEMES):
-        recipe = dataclasses.replace(recipe, dpo=dataclasses.replace(recipe.dpo, sft_adapter=resolve_model(recipe.dpo.sft_adapter)))
+        recipe = replace(recipe, dpo=replace(recipe.dpo, sft_adapter=resolve_model(recipe.dpo.sft_adapter)))
     return recipe
 
 

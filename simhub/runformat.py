@@ -1,18 +1,35 @@
-"""The files of a ``simhub eval`` run directory, one versioned msgspec struct each.
+"""The files of a ``simhub eval`` run directory and of a ``simhub rollout`` folder, one versioned
+msgspec struct each.
 
 * ``results.json``: :class:`EvalResults` (the summary: simulator, profile, data, one
   :class:`MetricSummary` per metric, failures, configuration).
 * ``scores.jsonl``: one :class:`ScoreLine` a line (a real student turn, the simulated one, their scores).
+* ``simulations.jsonl``: one :class:`SimulationLine` a line (the raw generation of a real student
+  turn); the output of ``simhub simulate`` is the same file.
 * ``dialogue_results.json``: :class:`DialogueLevelResults` (dialogue-level realism, from
   ``simhub eval-dialogues``).
+* ``rollouts.jsonl`` of ``simhub rollout``: one :class:`RolloutLine` a line (a whole simulated
+  dialogue), and ``rollout.json``: :class:`RolloutSummary` (what was rolled out, counts, failures).
 
-Every struct starts with ``schema_version`` (:data:`RUN_FORMAT_VERSION`; in ``scores.jsonl`` every
+Every struct starts with ``schema_version`` (:data:`RUN_FORMAT_VERSION`; in a JSONL file every
 line carries it). A file without the field was written before versioning; it has the same layout and
-is read as version 0. The writers (``simhub eval``, ``simhub eval-dialogues``) and the checked
-readers (``simhub report``, ``simhub compare``, ``simhub publish --results``) all go through this
+is read as version 0. The writers (``simhub eval``, ``simhub simulate``, ``simhub eval-dialogues``,
+``simhub rollout``) and the checked readers (``simhub report``, ``simhub compare``, ``simhub publish
+--results``, ``simhub eval-dialogues --sim``, the exit status of ``simhub eval``) all go through this
 module. A file of a version this simhub does not read is refused with a message naming the file, its
 version and the versions read here; any other mismatch is a :class:`~simhub.errors.DataError` naming
-the file (the line of ``scores.jsonl``) and the field path (``metrics.acts.ci95``).
+the file (the line of a JSONL file) and the field path (``metrics.acts.ci95``).
+
+A line of ``rollouts.jsonl`` is a canonical :class:`~simhub.schema.Dialogue` (``meta`` holds the
+rollout's provenance) with ``schema_version`` as its first key, not a wrapper around one, so that the
+file stays a dialogue file that every command reading dialogues accepts (``simhub eval --data``,
+``simhub data items``, ``simhub eval-dialogues --sim``). :class:`RolloutLine` has the dialogue's
+fields after ``schema_version`` (a test keeps the two in step), and the dialogue reader
+(:func:`simhub.schema.iter_jsonl`) accepts the key on a dialogue line, checks it like this module's
+readers and drops it: a dialogue read from any file is a plain ``Dialogue``. A wrapper line
+(``{"schema_version", "dialogue"}``) would have made rollouts unreadable as dialogues, and a version
+field on ``Dialogue`` itself would have carried a run file's version into every dialogue and data file
+written from it.
 
 :func:`check_version` and :func:`convert_checked` are the same two steps for any versioned file (the
 tutor-bench traces and results use them too).
@@ -33,7 +50,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from simhub.errors import DataError
-from simhub.schema import atomic_write_bytes
+from simhub.schema import Dialogue, Persona, Question, Turn, atomic_write_bytes
 
 #: The version the writers write.
 RUN_FORMAT_VERSION = 1
@@ -44,6 +61,10 @@ RUN_FORMAT_READS: tuple[int, ...] = (0, 1)
 RESULTS_FILE = "results.json"
 SCORES_FILE = "scores.jsonl"
 DIALOGUE_RESULTS_FILE = "dialogue_results.json"
+SIMULATIONS_FILE = "simulations.jsonl"
+#: The files of a ``simhub rollout`` folder.
+ROLLOUTS_FILE = "rollouts.jsonl"
+ROLLOUT_SUMMARY_FILE = "rollout.json"
 
 #: A count: a non-negative integer.
 Count = Annotated[int, msgspec.Meta(ge=0)]
@@ -119,6 +140,27 @@ class ScoreLine(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     error: str | UnsetType | None = UNSET
 
 
+# ---------------------------------------------------------------------------------- simulations.jsonl
+
+
+class SimulationLine(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One line of ``simulations.jsonl`` (and of ``simhub simulate``'s output): what the simulator
+    generated for a real student turn, or why it generated nothing."""
+
+    schema_version: int = RUN_FORMAT_VERSION
+    dialogue_id: str
+    turn_index: Count
+    simulator: str
+    #: The simulated turn; null when the simulator failed on it.
+    candidate: str | None
+    #: ``stop`` (the end of the turn or of the dialogue) or ``length``; absent when the simulator failed.
+    finish_reason: str | UnsetType | None = UNSET
+    #: Whether the simulated student ended the dialogue; absent when the simulator failed.
+    end_of_dialogue: bool | UnsetType = UNSET
+    #: Why the turn was not simulated; absent from the line when it was.
+    error: str | UnsetType = UNSET
+
+
 # ------------------------------------------------------------------------------ dialogue_results.json
 
 
@@ -153,6 +195,73 @@ class DialogueLevelResults(msgspec.Struct, kw_only=True, forbid_unknown_fields=T
     samples: Count | None = None
     bootstrap: dict[str, Any] = {}
     figures: dict[str, Any] = {}
+
+
+# ----------------------------------------------------------------------- rollouts.jsonl, rollout.json
+
+
+class RolloutLine(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """One line of ``rollouts.jsonl``: ``schema_version``, then a :class:`~simhub.schema.Dialogue`'s
+    fields, encoded as the dialogue is (defaults left out), so that the line is the canonical
+    dialogue with one key in front. ``meta`` holds the rollout's provenance: ``real_id``,
+    ``sample``, ``seed``, ``mode``, ``simulator``, ``tutor``, ``end`` and, for a failed rollout,
+    ``failed`` (the cause).
+
+    ``schema_version`` has no default here: the dialogue's layout leaves out a field equal to its
+    default, and the version must always be written (:meth:`of` stamps the current one)."""
+
+    schema_version: int
+    id: str
+    question: Question
+    kcs: list[str] = msgspec.field(default_factory=list)
+    persona: Persona | None = None
+    profile: str | None = None
+    turns: list[Turn] = msgspec.field(default_factory=list)
+    failed_labels: list[str] = msgspec.field(default_factory=list)
+    meta: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, dialogue: Dialogue) -> RolloutLine:
+        """The line that writes ``dialogue``, at :data:`RUN_FORMAT_VERSION`."""
+        return cls(schema_version=RUN_FORMAT_VERSION,
+                   **{name: getattr(dialogue, name) for name in Dialogue.__struct_fields__})
+
+    def dialogue(self) -> Dialogue:
+        """The line's dialogue, without the version."""
+        return Dialogue(**{name: getattr(self, name) for name in Dialogue.__struct_fields__})
+
+
+class RolloutFailure(msgspec.Struct, forbid_unknown_fields=True):
+    """A failed rollout of ``rollout.json``: the simulated dialogue's id and the cause."""
+
+    id: str
+    cause: str
+
+
+class RolloutSummary(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``rollout.json`` of ``simhub rollout``: what was rolled out (simulator, tutor, profile, data and
+    the sampling settings), how many rollouts, how they ended and which failed (the first 50)."""
+
+    schema_version: int = RUN_FORMAT_VERSION
+    simulator: str | None = None
+    tutor: str | None = None
+    profile: str | None = None
+    data: str | None = None
+    mode: str | None = None
+    samples: Count | None = None
+    seed: int | None = None
+    max_turns: Count | None = None
+    temperature: float | None = None
+    #: Files of early versions lack it.
+    top_p: float | None = None
+    #: The fraction of the reference's random subsample, or null (files of early versions lack it).
+    test_subsample: float | None = None
+    rollouts: Count
+    #: How many rollouts ended each way (``marker``, ``max_turns``, ``real_length``, ``failed``).
+    ends: dict[str, Count] = {}
+    failed: Count = 0
+    failures: list[RolloutFailure] = []
+    mean_turns: float = 0.0
 
 
 # ------------------------------------------------------------------------------------ version, errors
@@ -283,11 +392,15 @@ def _json_type(value: Any) -> str:
             type(None): "null"}.get(type(value), "a number")
 
 
-def _read_text(file: Path) -> str:
+_NOT_A_RUN = "not found; is this a simhub eval run directory?"
+_NOT_A_ROLLOUT = "not found; is this a simhub rollout folder?"
+
+
+def _read_text(file: Path, missing: str = _NOT_A_RUN) -> str:
     try:
         return file.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise DataError(f"{file}: not found; is this a simhub eval run directory?", file=str(file)) from None
+        raise DataError(f"{file}: {missing}", file=str(file)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(f"{file}: cannot be read ({exc})", file=str(file)) from None
 
@@ -334,14 +447,27 @@ def _nest_extra(entry: Any) -> Any:
     return {**core, "extra": extra} if extra else core
 
 
+def _read_lines(file: Path, type: type[S], missing: str = _NOT_A_RUN) -> list[tuple[int, S]]:
+    """Every line of a JSONL file as ``type``, with its (1-based) line number; blank lines are skipped."""
+    out = []
+    for lineno, line in enumerate(_read_text(file, missing).splitlines(), 1):
+        if line.strip():
+            out.append((lineno, _decode(_loads(line, file, lineno), type, file, lineno)))
+    return out
+
+
 def read_scores(path: str | os.PathLike[str]) -> list[tuple[int, ScoreLine]]:
     """Every line of ``scores.jsonl`` with its (1-based) line number; blank lines are skipped."""
+    return _read_lines(Path(path), ScoreLine)
+
+
+def read_simulations(path: str | os.PathLike[str]) -> list[tuple[int, SimulationLine]]:
+    """Every line of ``simulations.jsonl`` (or the one of a run directory, or ``simhub simulate``'s
+    output) with its (1-based) line number; blank lines are skipped."""
     file = Path(path)
-    out = []
-    for lineno, line in enumerate(_read_text(file).splitlines(), 1):
-        if line.strip():
-            out.append((lineno, _decode(_loads(line, file, lineno), ScoreLine, file, lineno)))
-    return out
+    if file.is_dir():
+        file = file / SIMULATIONS_FILE
+    return _read_lines(file, SimulationLine)
 
 
 def read_dialogue_results(path: str | os.PathLike[str]) -> DialogueLevelResults:
@@ -350,6 +476,28 @@ def read_dialogue_results(path: str | os.PathLike[str]) -> DialogueLevelResults:
     if file.is_dir():
         file = file / DIALOGUE_RESULTS_FILE
     return _decode(_loads(_read_text(file), file), DialogueLevelResults, file)
+
+
+def read_rollout_dialogues(path: str | os.PathLike[str]) -> list[Dialogue]:
+    """The dialogues of ``rollouts.jsonl`` (or the one of a ``simhub rollout`` folder), checked."""
+    file = Path(path)
+    if file.is_dir():
+        file = file / ROLLOUTS_FILE
+    return [line.dialogue() for _, line in _read_lines(file, RolloutLine, _NOT_A_ROLLOUT)]
+
+
+def read_rollout_summary(path: str | os.PathLike[str]) -> RolloutSummary:
+    """``rollout.json`` (or the one of a ``simhub rollout`` folder), checked."""
+    file = Path(path)
+    if file.is_dir():
+        file = file / ROLLOUT_SUMMARY_FILE
+    return _decode(_loads(_read_text(file, _NOT_A_ROLLOUT), file), RolloutSummary, file)
+
+
+def check_dialogue_line(version: object, where: str, *, file: str | None = None, row: int | None = None) -> int:
+    """The ``schema_version`` of a dialogue line that carries one (a line of ``rollouts.jsonl`` read
+    as a dialogue, :func:`simhub.schema.iter_jsonl`), checked as :func:`read_rollout_dialogues` does."""
+    return check_version(version, RUN_FORMAT_READS, where, file=file, row=row)
 
 
 # ----------------------------------------------------------------------------------------- writing
@@ -387,12 +535,34 @@ def write_eval_results(path: str | os.PathLike[str], results: EvalResults) -> di
     return _write_json(path, document)
 
 
-def write_scores(path: str | os.PathLike[str], lines: Iterable[ScoreLine]) -> int:
-    """Write ``scores.jsonl`` atomically; returns the number of lines."""
+def _write_lines(path: str | os.PathLike[str], lines: Iterable[msgspec.Struct]) -> int:
+    """Write one struct a line, atomically; returns the number of lines."""
     encoder = msgspec.json.Encoder(enc_hook=_plain)
     data = [encoder.encode(line) + b"\n" for line in lines]
     atomic_write_bytes(path, b"".join(data))
     return len(data)
+
+
+def write_scores(path: str | os.PathLike[str], lines: Iterable[ScoreLine]) -> int:
+    """Write ``scores.jsonl`` atomically; returns the number of lines."""
+    return _write_lines(path, lines)
+
+
+def write_simulations(path: str | os.PathLike[str], lines: Iterable[SimulationLine | dict[str, Any]]) -> int:
+    """Write ``simulations.jsonl`` atomically; returns the number of lines. A line may be given as the
+    record :func:`simhub.evaluation.runs.simulate` returns (a dict of the struct's fields)."""
+    return _write_lines(path, (line if isinstance(line, SimulationLine) else msgspec.convert(line, SimulationLine)
+                               for line in lines))
+
+
+def write_rollout_dialogues(path: str | os.PathLike[str], dialogues: Iterable[Dialogue]) -> int:
+    """Write ``rollouts.jsonl`` atomically, one :class:`RolloutLine` a dialogue; returns the number of lines."""
+    return _write_lines(path, (RolloutLine.of(d) for d in dialogues))
+
+
+def write_rollout_summary(path: str | os.PathLike[str], summary: RolloutSummary) -> dict[str, Any]:
+    """Write ``rollout.json`` atomically; returns what was written."""
+    return _write_json(path, _document(summary))
 
 
 def write_dialogue_results(path: str | os.PathLike[str], results: DialogueLevelResults) -> dict[str, Any]:

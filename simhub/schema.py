@@ -125,7 +125,12 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[Dialogue]:
 
 
 def iter_jsonl(path: str | os.PathLike[str], type: type = Dialogue) -> Iterator:
-    """Yield validated records; a bad line raises SchemaError with ``file:line: message``."""
+    """Yield validated records; a bad line raises SchemaError with ``file:line: message``.
+
+    A dialogue line may start with ``schema_version``: a line of ``rollouts.jsonl``
+    (:class:`simhub.runformat.RolloutLine`) is a dialogue with its version in front. The version is
+    checked as the run files' readers check it (a DataError for one this simhub does not read) and
+    dropped: the record is a plain :class:`Dialogue`."""
     path = Path(path)
     if not path.is_file():
         raise SchemaError(f"{path}: no such file")
@@ -134,12 +139,49 @@ def iter_jsonl(path: str | os.PathLike[str], type: type = Dialogue) -> Iterator:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
-            try:
-                yield decoder.decode(line)
-            except msgspec.ValidationError as exc:
-                raise SchemaError(f"{path}:{lineno}: {exc}") from None
-            except msgspec.DecodeError as exc:
-                raise SchemaError(f"{path}:{lineno}: invalid JSON ({exc})") from None
+            yield _decode_line(decoder, line, path, lineno, versioned=type is Dialogue)
+
+
+_VERSIONED = "Object contains unknown field `schema_version`"
+
+
+class _Version(msgspec.Struct):
+    schema_version: Any = None
+
+
+class _VersionedDialogue(Dialogue, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """A dialogue line with a run file's ``schema_version`` (a line of ``rollouts.jsonl``)."""
+
+    schema_version: Any = None
+
+
+_version_decoder = msgspec.json.Decoder(type=_Version)
+_versioned_decoder = msgspec.json.Decoder(type=_VersionedDialogue)
+
+
+def _decode_line(decoder: msgspec.json.Decoder, line: bytes, path: Path, lineno: int, *, versioned: bool) -> Any:
+    try:
+        return decoder.decode(line)
+    except msgspec.ValidationError as exc:
+        if versioned and str(exc) == _VERSIONED:
+            return _versioned_dialogue(line, path, lineno)
+        raise SchemaError(f"{path}:{lineno}: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise SchemaError(f"{path}:{lineno}: invalid JSON ({exc})") from None
+
+
+def _versioned_dialogue(line: bytes, path: Path, lineno: int) -> Dialogue:
+    """A dialogue line that carries ``schema_version``: the version checked first (a newer file is
+    named as newer, not as malformed), then the dialogue, without it."""
+    from simhub.runformat import check_dialogue_line  # (the run files' versions; runformat builds on this module)
+
+    check_dialogue_line(_version_decoder.decode(line).schema_version, f"{path}:{lineno}", file=str(path),
+                        row=lineno)
+    try:
+        record = _versioned_decoder.decode(line)
+    except msgspec.ValidationError as exc:
+        raise SchemaError(f"{path}:{lineno}: {exc}") from None
+    return Dialogue(**{name: getattr(record, name) for name in Dialogue.__struct_fields__})
 
 
 def _umask() -> int:

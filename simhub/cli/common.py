@@ -136,15 +136,18 @@ def read_score_items(path: str, field: str = "input") -> list:
 
 
 def _first_record_is(path: str, kind: type) -> bool:
-    """Whether the first non-empty line of ``path`` decodes as ``kind`` (to name a wrong kind of file)."""
-    import msgspec
+    """Whether the first non-empty line of ``path`` reads as ``kind`` (to name a wrong kind of file),
+    as the file's reader reads it (a line of ``rollouts.jsonl`` is a dialogue)."""
+    from simhub.errors import DataError
+    from simhub.schema import iter_jsonl
 
+    records = iter_jsonl(path, type=kind)
     try:
-        with open(path, "rb") as fh:
-            line = next((raw for raw in fh if raw.strip()), None)
-        return line is not None and msgspec.json.Decoder(type=kind).decode(line) is not None
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return next(records, None) is not None
+    except (OSError, DataError):
         return False
+    finally:
+        records.close()
 
 
 def check_configured(profile: Profile, metrics: list[str] | None) -> None:

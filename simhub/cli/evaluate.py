@@ -23,6 +23,7 @@ from simhub.cli.common import (
     metric_models,
     read_dialogues,
 )
+from simhub.config import BUILTIN_BACKENDS
 
 
 def _simulator(args: argparse.Namespace, metrics: list[str] | None = None, loaded=None):
@@ -65,7 +66,7 @@ def _options(args: argparse.Namespace, metrics: list[str] | None = None):
 
 def _simulate(args: argparse.Namespace) -> int:
     from simhub.evaluation.runs import _caches, simulate, student_targets, subsample_split
-    from simhub.schema import write_jsonl
+    from simhub.runformat import write_simulations
 
     targets = student_targets(subsample_split(read_dialogues(args.data), args.test_subsample), args.data)
     options = _options(args)
@@ -73,7 +74,7 @@ def _simulate(args: argparse.Namespace) -> int:
     _, simulator = _simulator(args, metrics=[])  # simulating needs no metric model: build none
     generations, _ = _caches(options)
     records = simulate(simulator, targets, cache=generations, chunk_size=args.chunk_size)
-    write_jsonl(args.output, records)
+    write_simulations(args.output, records)
     errors = [r.get("error") for r in records if r["candidate"] is None]
     if records and len(errors) == len(records):
         return all_failed("turns", len(records), errors)
@@ -110,18 +111,15 @@ def _eval_status(results: dict, output: str) -> int:
     tried to score failed (an endpoint down), rather than a table of dashes with status 0."""
     from pathlib import Path
 
-    from simhub.evaluation.runs import SIMULATIONS
+    from simhub.runformat import SCORES_FILE, read_scores, read_simulations
 
     turns = results["data"]["turns"]
     if turns and results["failures"]["simulation"] == turns:
-        lines = [json.loads(line) for line in (Path(output) / SIMULATIONS).read_text().splitlines() if line.strip()]
-        return all_failed("turns", turns, [r.get("error") for r in lines])
+        return all_failed("turns", turns, [sim.error or None for _, sim in read_simulations(output)])
     dead = [m for m, n in results["failures"]["scoring"].items() if n and not results["metrics"][m].get("n")]
     if dead:
-        from simhub.evaluation.rundir import SCORES_FILE
-
-        lines = [json.loads(line) for line in (Path(output) / SCORES_FILE).read_text().splitlines() if line.strip()]
-        reasons = [(line.get("details") or {}).get("null_reasons", {}).get(dead[0]) for line in lines]
+        lines = read_scores(Path(output) / SCORES_FILE)
+        reasons = [(line.details.get("null_reasons") or {}).get(dead[0]) for _, line in lines]
         return all_failed(f"turns scored for {', '.join(dead)}", results["failures"]["scoring"][dead[0]],
                           [r for r in reasons if r and "failed" in r])
     return 0
@@ -154,7 +152,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     add_profile(p)
     p.add_argument("--simulator", required=True, help="a simulator of the profile, baseline:STYLE or reference:...")
     p.add_argument("--data", required=True, help="dialogues (JSONL, the canonical format), e.g. test.jsonl")
-    p.add_argument("--backend", default="profile", choices=["profile", "auto", "transformers", "vllm"],
+    p.add_argument("--backend", default="profile", choices=["profile", "auto", *BUILTIN_BACKENDS],
                    help="backend of a local simulator: the profile's (default), auto (vLLM's offline engine when a "
                         "GPU and vLLM are there), transformers or vllm")
     p.add_argument("--cache-dir", help="content-addressed cache of generations and scores (default: $SIMHUB_HOME/cache)")
@@ -318,7 +316,7 @@ def register_dialogue_level(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="sampling seed of both sides (default 0)")
     p.add_argument("--limit", type=int, help="use the first N dialogues")
     _test_subsample(p)
-    p.add_argument("--backend", default="profile", choices=["profile", "auto", "transformers", "vllm"],
+    p.add_argument("--backend", default="profile", choices=["profile", "auto", *BUILTIN_BACKENDS],
                    help="backend of local models: the profile's (default), auto, transformers or vllm")
     p.add_argument("--cache-dir", help="content-addressed cache (default: $SIMHUB_HOME/cache)")
     p.add_argument("--no-cache", action="store_true",

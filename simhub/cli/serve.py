@@ -14,6 +14,8 @@ import argparse
 import os
 import sys
 
+from simhub.config import BUILTIN_BACKENDS
+
 
 def _serve(args: argparse.Namespace) -> int:
     from simhub.config import QUIET_ENVIRONMENT, load_profile
@@ -43,7 +45,7 @@ def register(sub) -> None:
     p.add_argument("--profile", default="demo", help="profile name or YAML path (default: demo)")
     p.add_argument("--host", default=None, help="bind address (default 127.0.0.1; SIMHUB_HOST)")
     p.add_argument("--port", type=int, default=None, help="port (default 8000; SIMHUB_PORT)")
-    p.add_argument("--backend", choices=["transformers", "vllm"], default=None,
+    p.add_argument("--backend", choices=BUILTIN_BACKENDS, default=None,
                    help="backend of every local simulator (default: the profile's serving.backend)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                    help="log level (default info: one line per build step; debug also shows the libraries' progress)")

@@ -17,7 +17,6 @@ has labelled KCs) − P(correct within 2 | it does not).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import random
 from collections import defaultdict
@@ -70,13 +69,16 @@ class DialogueEvalOptions:
 
 
 def load_sim(path: str | os.PathLike[str]) -> tuple[list[Dialogue], dict]:
-    """Simulated dialogues from a JSONL file or a ``simhub rollout`` folder (with its summary)."""
+    """Simulated dialogues from a JSONL file of dialogues or a ``simhub rollout`` folder, with the
+    folder's ``rollout.json`` as JSON values (empty without one). A folder's files are read checked
+    (:mod:`simhub.runformat`); a file is read as dialogues, which checks a rollout line's version too."""
     p = Path(path)
     if p.is_dir():
-        from simhub.evaluation.rollout import ROLLOUTS, SUMMARY
+        from simhub.runformat import ROLLOUT_SUMMARY_FILE, read_rollout_dialogues, read_rollout_summary
 
-        info = json.loads((p / SUMMARY).read_text()) if (p / SUMMARY).is_file() else {}
-        return read_jsonl(p / ROLLOUTS), info
+        has_summary = (p / ROLLOUT_SUMMARY_FILE).is_file()
+        info = msgspec.to_builtins(read_rollout_summary(p)) if has_summary else {}
+        return read_rollout_dialogues(p), info
     return read_jsonl(p), {}
 
 

@@ -17,7 +17,6 @@ the cause; the run completes.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,12 +29,20 @@ from simhub.cache import ContentCache, fingerprint
 from simhub.config import cache_root
 from simhub.evaluation.runs import simulate
 from simhub.models import Sampling
-from simhub.schema import Dialogue, Turn, atomic_write_bytes, write_jsonl
+from simhub.runformat import (
+    ROLLOUT_SUMMARY_FILE,
+    ROLLOUTS_FILE,
+    RolloutFailure,
+    RolloutSummary,
+    write_rollout_dialogues,
+    write_rollout_summary,
+)
+from simhub.schema import Dialogue, Turn
 from simhub.simulation import Simulator, Target
 from simhub.simulation.tutor import Tutor, TutorRequest, TutorTurn
 
-ROLLOUTS = "rollouts.jsonl"
-SUMMARY = "rollout.json"
+ROLLOUTS = ROLLOUTS_FILE
+SUMMARY = ROLLOUT_SUMMARY_FILE
 
 
 @dataclasses.dataclass
@@ -176,15 +183,16 @@ def _tutor_step(tutor: Tutor, tutor_key: str | None, states: list[_State], optio
 
 
 def write_rollouts(rollouts: Sequence[Dialogue], output: str | os.PathLike[str], info: dict[str, Any]) -> dict:
-    """``rollouts.jsonl`` and a ``rollout.json`` summary (counts, ends, failures), written atomically."""
+    """``rollouts.jsonl`` and a ``rollout.json`` summary (counts, ends, failures), written atomically
+    through :mod:`simhub.runformat`'s structs; ``info`` is what was rolled out (the fields of
+    :class:`~simhub.runformat.RolloutSummary` before the counts). Returns the summary as written."""
     out = Path(output)
-    write_jsonl(out / ROLLOUTS, rollouts)
+    write_rollout_dialogues(out / ROLLOUTS, rollouts)
     ends: dict[str, int] = {}
     for d in rollouts:
         ends[d.meta.get("end", "?")] = ends.get(d.meta.get("end", "?"), 0) + 1
     failed = [d for d in rollouts if d.meta.get("failed")]
-    summary = {**info, "rollouts": len(rollouts), "ends": ends, "failed": len(failed),
-               "failures": [{"id": d.id, "cause": d.meta["failed"]} for d in failed[:50]],
-               "mean_turns": sum(len(d.turns) for d in rollouts) / len(rollouts) if rollouts else 0.0}
-    atomic_write_bytes(out / SUMMARY, json.dumps(summary, indent=2).encode() + b"\n")
-    return summary
+    summary = RolloutSummary(**info, rollouts=len(rollouts), ends=ends, failed=len(failed),
+                             failures=[RolloutFailure(d.id, d.meta["failed"]) for d in failed[:50]],
+                             mean_turns=sum(len(d.turns) for d in rollouts) / len(rollouts) if rollouts else 0.0)
+    return write_rollout_summary(out / SUMMARY, summary)

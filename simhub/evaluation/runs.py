@@ -30,6 +30,7 @@ from simhub.evaluation.rundir import RESULTS_FILE, SCORES_FILE, is_missing_label
 from simhub.metrics import Metric, ScoreItem, outputs
 from simhub.models import Sampling
 from simhub.runformat import (
+    SIMULATIONS_FILE,
     DataInfo,
     EvalResults,
     Failures,
@@ -37,12 +38,13 @@ from simhub.runformat import (
     ScoreLine,
     write_eval_results,
     write_scores,
+    write_simulations,
 )
-from simhub.schema import Dialogue, read_jsonl, write_jsonl
+from simhub.schema import Dialogue, read_jsonl
 from simhub.scoring import Scorer
 from simhub.simulation import SimulationResult, Simulator, Target
 
-SIMULATIONS = "simulations.jsonl"
+SIMULATIONS = SIMULATIONS_FILE
 #: Seed of the reference's random test subsample (the paper's ablation table).
 SUBSAMPLE_SEED = 221
 
@@ -79,7 +81,8 @@ def student_targets(dialogues: Sequence[Dialogue], where: str = "data") -> list[
 def simulate(simulator: Simulator, targets: Sequence[Target], *, sampling: Sampling | None = None,
              cache: ContentCache | None = None, chunk_size: int = 64, progress: bool = True) -> list[dict]:
     """One record per target: ``{dialogue_id, turn_index, candidate, simulator, finish_reason,
-    end_of_dialogue}``, or ``candidate: null`` with ``error`` when the simulator failed on it.
+    end_of_dialogue}``, or ``candidate: null`` with ``error`` when the simulator failed on it (the
+    fields of a :class:`~simhub.runformat.SimulationLine`, which ``simulations.jsonl`` holds).
 
     Answers are cached under a hash of the simulator, its prompt and the decoding settings as soon as
     each chunk finishes; failures are not cached, so a rerun retries them. The ICL baseline's
@@ -198,7 +201,7 @@ def _run_eval(profile: Profile, simulator: Simulator, data: str | os.PathLike[st
     sims = simulate(simulator, targets, sampling=options.sampling, cache=generations, chunk_size=options.chunk_size,
                     progress=options.progress)
     output.mkdir(parents=True, exist_ok=True)
-    write_jsonl(output / SIMULATIONS, sims)
+    write_simulations(output / SIMULATIONS, sims)
 
     scorable = [(n, ScoreItem(t.dialogue, t.turn_index, s["candidate"]))
                 for n, (t, s) in enumerate(zip(targets, sims, strict=True)) if s["candidate"] is not None]

@@ -54,7 +54,9 @@ KIND_KEY_ENVS: dict[str, tuple[str, ...]] = {
 DEFAULT_KEY_HOSTS = frozenset({"api.openai.com"})
 
 _LOCK = threading.Lock()
-_CLIENTS: dict[EndpointConfig, OpenAIClient] = {}
+#: One client per endpoint as the client sees it: sections that differ only in what the client never reads
+#: (``batch_api``, how the key variable was named, the ``cache`` flag beside the folder) share it.
+_CLIENTS: dict[tuple, OpenAIClient] = {}
 
 
 def is_loopback(base_url: str) -> bool:
@@ -95,7 +97,9 @@ def key_names(base_url: str, api_key_env: str | None, *, kind: str, field: str =
 
 def endpoint_config(settings: EndpointSettings, model: str, *, kind: str, default_cache: Path | None,
                     field: str | None = None) -> EndpointConfig:
-    """The client settings of a profile's endpoint section (``field`` names it in errors; default ``kind``)."""
+    """The client's view of a profile's endpoint section: the settings with the model, the key variables
+    the rule above allows and the cache folder (``field`` names the section in errors; default ``kind``).
+    The one place an :class:`EndpointConfig` is derived from :class:`EndpointSettings`."""
     field = field or kind
     if not settings.base_url:
         raise ConfigError(f"{field}.base_url: required for an OpenAI-compatible endpoint", field=f"{field}.base_url")
@@ -104,9 +108,7 @@ def endpoint_config(settings: EndpointSettings, model: str, *, kind: str, defaul
     if settings.cache:
         cache = Path(settings.cache_dir) if settings.cache_dir else default_cache
     try:
-        return EndpointConfig(base_url=settings.base_url, model=model, api_key_env=names[0] if names else None,
-                              api_key_fallbacks=names[1:], timeout_s=settings.timeout_s,
-                              max_retries=settings.max_retries, concurrency=settings.concurrency, cache_dir=cache)
+        return EndpointConfig(settings, model, key_names=names, cache_dir=cache)
     except ConfigError as exc:
         raise ConfigError(f"{field}: {exc.message}", field=f"{field}.{exc.field}" if exc.field else field) from None
 
@@ -116,10 +118,12 @@ def client_for(settings: EndpointSettings, model: str, *, kind: EndpointKind, de
     """The shared client of an endpoint; ``kind`` chooses the default key variables (see the module
     docstring) and names the section in errors unless ``field`` does."""
     config = endpoint_config(settings, model, kind=kind, default_cache=default_cache, field=field)
+    key = (config.base_url, config.model, config.key_names, config.cache_dir, config.timeout_s, config.max_retries,
+           config.concurrency, config.backoff_s, config.max_backoff_s)
     with _LOCK:
-        if config not in _CLIENTS:
-            _CLIENTS[config] = OpenAIClient(config)
-        return _CLIENTS[config]
+        if key not in _CLIENTS:
+            _CLIENTS[key] = OpenAIClient(config)
+        return _CLIENTS[key]
 
 
 def endpoint_lm(settings: EndpointSettings, model: str, *, kind: EndpointKind, default_cache: Path | None = None,

@@ -53,7 +53,9 @@ _ENGINES: dict[tuple, object] = {}
 #: What a backend's loader is: (resolved reference, options, the backend's shared state) -> model.
 BackendLoader = Callable[[ResolvedRef, "LoadOptions", dict], LanguageModel]
 
-#: One line per backend: ``name -> "module:function"`` (a :data:`BackendLoader`), imported on first use.
+#: One line per backend: ``name -> "module:function"`` (a :data:`BackendLoader`), imported on first use. The
+#: built-in ones are :data:`simhub.config.Backend`, the names a profile or recipe may give; a plugin's
+#: backend is added here by :func:`register_backend` and named in :class:`LoadOptions`.
 _REGISTRY: dict[str, str] = {
     "transformers": "simhub.models.transformers:load_backend",
     "vllm": "simhub.models.vllm:load_backend",
@@ -62,12 +64,9 @@ _LOADERS: dict[str, BackendLoader] = {}
 #: Each backend's shared state; the built-in ones keep their historical names.
 _SHARED: dict[str, dict] = {"transformers": _BASES, "vllm": _ENGINES}
 
-BACKENDS = tuple(_REGISTRY)
-
 
 def register_backend(name: str, target: str | BackendLoader) -> None:
     """Add (or replace) backend ``name``: a ``"module:function"`` string or the function itself."""
-    global BACKENDS
     with _LOCK:
         if isinstance(target, str):
             _REGISTRY[name] = target
@@ -75,7 +74,6 @@ def register_backend(name: str, target: str | BackendLoader) -> None:
         else:
             _REGISTRY[name] = f"{target.__module__}:{target.__qualname__}"
             _LOADERS[name] = target
-        BACKENDS = tuple(_REGISTRY)
 
 
 def backend_names() -> list[str]:

@@ -4,7 +4,7 @@ It speaks just enough of the protocol for simhub's client: chat completions, fil
 download, and the Batch API. Everything a test needs to steer or inspect lives on one object::
 
     with FakeOpenAIServer(responder=lambda body: "correct") as server:
-        client = OpenAIClient(EndpointConfig(base_url=server.base_url, model="gpt-4.1"))
+        client = OpenAIClient(endpoint(server.base_url))
         ...
         assert len(server.chat_requests()) == 3
 
@@ -49,6 +49,17 @@ from typing import Any
 __all__ = ["FakeOpenAIServer", "RecordedRequest", "default_answer"]
 
 Responder = Callable[[dict[str, Any]], Any]
+
+
+def endpoint(base_url: str, model: str = "gpt-4.1", *, key_names: tuple[str, ...] = (), cache_dir=None,
+             backoff_s: float = 1.0, max_backoff_s: float = 60.0, **settings: Any):
+    """A client's :class:`~simhub.models.openai.EndpointConfig` for ``base_url``: ``settings`` are
+    :class:`~simhub.config.EndpointSettings` fields, ``key_names`` the variables searched for the key."""
+    from simhub.config import EndpointSettings
+    from simhub.models.openai import EndpointConfig
+
+    return EndpointConfig(EndpointSettings(base_url=base_url, **settings), model, key_names=key_names,
+                          cache_dir=cache_dir, backoff_s=backoff_s, max_backoff_s=max_backoff_s)
 
 
 def default_answer(body: dict[str, Any]) -> str:

@@ -62,31 +62,73 @@ def test_set_overrides_are_typed():
     from simhub.training.config import load_recipe
 
     recipe = load_recipe(RECIPES[0], ["epochs=2", "bf16=false", "dpo.beta=0.2", "report_to=none,tensorboard",
-                                      "base_model_revision=1234", "max_train_dialogues=null", "seed=7"])
+                                      "base_model_revision=1234", "max_train_dialogues=null", "seed=7",
+                                      "learning_rate=3e-3"])
     assert recipe.epochs == 2.0 and isinstance(recipe.epochs, float)
+    assert recipe.learning_rate == 3e-3  # YAML 1.1 reads 3e-3 as a string
     assert recipe.bf16 is False and recipe.dpo.beta == 0.2 and recipe.seed == 7
     assert recipe.report_to == ["none", "tensorboard"]
     assert recipe.base_model_revision == "1234"
-    with pytest.raises(ConfigError, match="seed: expected an integer"):
+    with pytest.raises(ConfigError, match=r"seed: expected `int`, got `str` \('abc'\)") as info:
         load_recipe(RECIPES[0], ["seed=abc"])
-    with pytest.raises(ConfigError, match="bf16: expected true or false"):
+    assert info.value.field == "seed"
+    with pytest.raises(ConfigError, match="bf16: expected `bool`"):
         load_recipe(RECIPES[0], ["bf16=maybe"])
+
+
+def test_set_reaches_a_nested_section():
+    from simhub.training.config import load_recipe
+
+    recipe = load_recipe("tiny-student-dpo", ["dpo.backend=vllm", "dpo.reward_metrics=cosine,rouge_l",
+                                              "dpo.max_length=null", "dpo.sft_adapter=1234"])
+    assert recipe.dpo.backend == "vllm" and recipe.dpo.reward_metrics == ["cosine", "rouge_l"]
+    assert recipe.dpo.max_length is None and recipe.dpo.sft_adapter == "1234"
+    assert recipe.dpo.subsample == 0.25  # the file's other dpo keys stay
+    with pytest.raises(ConfigError, match=r"--set dpo: is a section"):
+        load_recipe("tiny-student-dpo", ["dpo=1"])
+    with pytest.raises(ConfigError, match=r"dpo.backend: 'onnx' is not one of transformers, vllm") as info:
+        load_recipe("tiny-student-dpo", ["dpo.backend=onnx"])
+    assert info.value.field == "dpo.backend"
 
 
 def test_unknown_key_is_an_error_with_a_suggestion(tmp_path):
     from simhub.training.config import load_recipe
 
-    with pytest.raises(ConfigError, match=r"unknown key 'learnin_rate'.*did you mean 'learning_rate'"):
+    with pytest.raises(ConfigError, match=r"--set: learnin_rate: unknown key \(did you mean 'learning_rate'\?\)"):
         load_recipe(RECIPES[0], ["learnin_rate=1e-4"])
-    with pytest.raises(ConfigError, match=r"unknown key 'dpo.bta'.*did you mean 'beta'"):
+    with pytest.raises(ConfigError, match=r"--set: dpo.bta: unknown key \(did you mean 'beta'\?\)") as info:
         load_recipe(RECIPES[0], ["dpo.bta=0.2"])
+    assert info.value.field == "dpo.bta"
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: acts\nlora_rank: 8\n")
-    with pytest.raises(ConfigError, match=r"bad.yaml: unknown key 'lora_rank'.*did you mean 'lora_r'"):
+    with pytest.raises(ConfigError, match=r"bad.yaml: lora_rank: unknown key \(did you mean 'lora_r'\?\)"):
         load_recipe(bad)
+    bad.write_text("kind: student-dpo\ndpo:\n  sft_adapter: x\n  bta: 0.2\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: dpo.bta: unknown key \(did you mean 'beta'\?\)") as info:
+        load_recipe(bad)
+    assert info.value.field == "dpo.bta"
     bad.write_text("kind: act\n")
-    with pytest.raises(ConfigError, match="did you mean 'acts'"):
+    with pytest.raises(ConfigError, match=r"bad.yaml: kind: 'act' is not one of .*\(did you mean 'acts'\?\)"):
         load_recipe(bad)
+
+
+def test_a_wrong_type_names_the_field(tmp_path):
+    from simhub.training.config import load_recipe
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: student-dpo\ndpo:\n  sft_adapter: x\n  beta: high\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: dpo.beta: expected `float`, got `str` \('high'\)") as info:
+        load_recipe(bad)
+    assert info.value.field == "dpo.beta"
+    bad.write_text("kind: acts\nreport_to: [tensorboard, 3]\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: report_to\[1\]: expected `str`, got `int` \(3\)"):
+        load_recipe(bad)
+    bad.write_text("kind: acts\ndpo: 3\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: dpo: expected `object`, got `int`"):
+        load_recipe(bad)
+    bad.write_text("kind: acts\ndpo: null\nlearning_rate: 5e-5\n")  # a null section keeps its defaults
+    recipe = load_recipe(bad)
+    assert recipe.learning_rate == 5e-5 and recipe.dpo.beta == 0.1
 
 
 def _fail_if_loaded(monkeypatch):

@@ -17,8 +17,8 @@ from simhub.errors import ConfigError, NotSupportedError
 from simhub.models import GenerationResult, LanguageModel, Sampling
 from simhub.models.endpoint_lm import Answer, EndpointLM, ask, chat_request, endpoint_answers
 from simhub.models.endpoints import endpoint_lm
-from simhub.models.openai import EndpointConfig, OpenAIClient
-from tests.doubles.openai_server import FakeOpenAIServer, default_answer
+from simhub.models.openai import OpenAIClient
+from tests.doubles.openai_server import FakeOpenAIServer, default_answer, endpoint
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -34,7 +34,7 @@ def key(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def make_lm(server: FakeOpenAIServer, model: str = "gpt-4.1", **options) -> EndpointLM:
-    config = EndpointConfig(server.base_url, model, api_key_env=KEY_ENV, max_retries=0, timeout_s=10.0)
+    config = endpoint(server.base_url, model, key_names=(KEY_ENV,), max_retries=0, timeout_s=10.0)
     return EndpointLM(OpenAIClient(config), **options)
 
 

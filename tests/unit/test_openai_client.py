@@ -35,7 +35,7 @@ from simhub.models.openai import (
     parse_chat_response,
     request_key,
 )
-from tests.doubles.openai_server import FakeOpenAIServer, default_answer
+from tests.doubles.openai_server import FakeOpenAIServer, default_answer, endpoint
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -64,13 +64,13 @@ def server():
 
 def make_client(server: FakeOpenAIServer, cache_dir: Path | None = None, **options) -> OpenAIClient:
     settings = {
-        "api_key_env": KEY_ENV,
+        "key_names": (KEY_ENV,),
         "backoff_s": 0.001,
         "max_backoff_s": 0.01,
         "timeout_s": 10.0,
         **options,
     }
-    return OpenAIClient(EndpointConfig(server.base_url, "gpt-4.1", cache_dir=cache_dir, **settings))
+    return OpenAIClient(endpoint(server.base_url, cache_dir=cache_dir, **settings))
 
 
 def questions(client: OpenAIClient, count: int, prefix: str = "q") -> list[dict]:
@@ -321,33 +321,43 @@ def test_parse_malformed_bodies_clearly(body, field):
 # --------------------------------------------------------------------------- configuration
 
 
-def test_config_validates_and_reads_profile_sections(tmp_path):
-    config = EndpointConfig.from_dict(
-        {
-            "base_url": "https://api.openai.com/v1",
-            "model": "gpt-5-mini",
-            "api_key_env": "SIMHUB_JUDGE_API_KEY",
-            "cache_dir": str(tmp_path),
-        },
-        section="judge",
-    )
-    assert config.cache_dir == tmp_path
+def test_config_is_derived_from_profile_settings(tmp_path):
+    from simhub.config import EndpointSettings, convert
+    from simhub.models.endpoints import endpoint_config
+
+    settings = convert({"base_url": "https://api.openai.com/v1", "api_key_env": "SIMHUB_JUDGE_API_KEY",
+                        "cache_dir": str(tmp_path), "timeout_s": 5}, EndpointSettings, "p.yaml")
+    config = endpoint_config(settings, "gpt-5-mini", kind="judge", default_cache=None)
+    assert config.cache_dir == tmp_path and config.timeout_s == 5.0 and config.base_url == settings.base_url
     # The low-level config searches exactly what it is given: no implicit OPENAI_API_KEY fallback.
-    assert config.key_names == ("SIMHUB_JUDGE_API_KEY",)
-    assert EndpointConfig("https://api.openai.com/v1", "m").key_names == ()
-    with pytest.raises(UnknownNameError) as info:
-        EndpointConfig.from_dict({"base_url": "https://x/v1", "model": "m", "timeout": 5}, section="judge")
-    assert info.value.field == "judge.timeout" and "timeout_s" in str(info.value)
+    assert config.key_names == ("SIMHUB_JUDGE_API_KEY",) and config.api_key_env == "SIMHUB_JUDGE_API_KEY"
+    assert EndpointConfig(EndpointSettings(base_url="https://api.openai.com/v1"), "m").key_names == ()
+    with pytest.raises(ConfigError, match=r"p.yaml: timeout: unknown key \(did you mean 'timeout_s'\?\)") as info:
+        convert({"base_url": "https://x/v1", "timeout": 5}, EndpointSettings, "p.yaml")
+    assert info.value.field == "timeout"
+    with pytest.raises(ConfigError, match=r"p\.yaml: concurrency: must be an integer >= 1, got 0") as info:
+        convert({"base_url": "https://x/v1", "concurrency": 0}, EndpointSettings, "p.yaml")
+    assert info.value.field == "concurrency"
     with pytest.raises(ConfigError) as info:
-        EndpointConfig.from_dict(
-            {"base_url": "https://x/v1", "model": "m", "concurrency": 0}, section="judge"
-        )
-    assert info.value.field == "judge.concurrency"
-    with pytest.raises(ConfigError) as info:
-        EndpointConfig.from_dict({"model": "m"}, section="judge")
+        endpoint_config(EndpointSettings(), "m", kind="judge", default_cache=None)
     assert info.value.field == "judge.base_url"
-    with pytest.raises(ConfigError):
-        EndpointConfig("api.openai.com/v1", "m")
+    with pytest.raises(ConfigError) as info:
+        EndpointSettings(base_url="api.openai.com/v1")
+    assert info.value.field == "base_url"
+    with pytest.raises(ConfigError) as info:
+        endpoint_config(EndpointSettings(base_url="http://localhost/v1"), " ", kind="judge", default_cache=None)
+    assert info.value.field == "judge.model"
+
+
+def test_sections_that_differ_only_in_what_the_client_never_reads_share_a_client(tmp_path):
+    from simhub.config import EndpointSettings
+    from simhub.models.endpoints import client_for
+
+    url = "http://localhost:9/v1"
+    one = client_for(EndpointSettings(base_url=url, cache_dir=str(tmp_path)), "m", kind="tutor")
+    assert client_for(EndpointSettings(base_url=url, cache_dir=str(tmp_path), batch_api=True, api_key_env="none"),
+                      "m", kind="simulator") is one  # one concurrency limit for both
+    assert client_for(EndpointSettings(base_url=url, cache_dir=str(tmp_path), concurrency=2), "m", kind="tutor") is not one
 
 
 # --------------------------------------------------------------------------- live requests
@@ -370,10 +380,10 @@ def test_sends_exact_body_with_key_read_at_request_time(server, api_key, monkeyp
 def test_fallback_key_variable_and_keyless_endpoint(server, monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-fallback")
-    make_client(server, api_key_fallbacks=("OPENAI_API_KEY",)).complete([{"model": "m", "messages": []}])
+    make_client(server, key_names=(KEY_ENV, "OPENAI_API_KEY")).complete([{"model": "m", "messages": []}])
     assert server.chat_requests()[-1].authorization == "Bearer sk-fallback"
 
-    keyless = make_client(server, api_key_env=None)
+    keyless = make_client(server, key_names=())
     [result] = keyless.complete([{"model": "m", "messages": [], "seed": 2}])
     assert result.ok
     assert "sk-fallback" not in (server.chat_requests()[-1].authorization or "")
@@ -444,9 +454,7 @@ def test_connection_error_gives_failure_with_cause(api_key):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     client = OpenAIClient(
-        EndpointConfig(
-            f"http://127.0.0.1:{port}/v1", "gpt-4.1", api_key_env=KEY_ENV, max_retries=1, backoff_s=0.001
-        )
+        endpoint(f"http://127.0.0.1:{port}/v1", key_names=(KEY_ENV,), max_retries=1, backoff_s=0.001)
     )
     [failure] = client.complete(questions(client, 1))
     # What the operating system said, and where: not the SDK's "APIConnectionError".
@@ -455,7 +463,7 @@ def test_connection_error_gives_failure_with_cause(api_key):
 
 
 def test_an_unknown_host_is_named(api_key):
-    client = OpenAIClient(EndpointConfig("http://simhub-test.invalid/v1", "gpt-4.1", api_key_env=KEY_ENV, max_retries=0))
+    client = OpenAIClient(endpoint("http://simhub-test.invalid/v1", key_names=(KEY_ENV,), max_retries=0))
     [failure] = client.complete(questions(client, 1))
     assert failure.cause == "host not found at http://simhub-test.invalid/v1"
 
@@ -691,9 +699,10 @@ def test_batch_resumes_after_the_process_is_killed(api_key, tmp_path):
         payloads = questions(client, 3)
         script = textwrap.dedent("""
             import json, sys
-            from simhub.models.openai import EndpointConfig, OpenAIClient
+            from simhub.models.openai import OpenAIClient
+            from tests.doubles.openai_server import endpoint
             base_url, cache_dir, key_env, payloads = sys.argv[1:4] + [json.loads(sys.argv[4])]
-            config = EndpointConfig(base_url, "gpt-4.1", api_key_env=key_env, cache_dir=cache_dir)
+            config = endpoint(base_url, key_names=(key_env,), cache_dir=cache_dir)
             client = OpenAIClient(config)
             client.complete_batch(payloads, poll_interval_s=0.02)
         """)

@@ -1,7 +1,9 @@
 """The run-directory files as versioned structs (simhub.runformat): what the writers write, the checked
 readers read back; files written before versioning (no ``schema_version``: version 0) are read; a
 version this simhub does not read is refused with a message naming the file, its version and the
-versions read; a malformed field is named by its path. ``compare`` and ``publish`` read through them."""
+versions read; a malformed field is named by its path. ``compare`` and ``publish`` read through them.
+The same for ``simulations.jsonl`` and a ``simhub rollout`` folder (``rollouts.jsonl``, ``rollout.json``),
+whose lines stay dialogues that the dialogue reader reads."""
 
 from __future__ import annotations
 
@@ -22,15 +24,25 @@ from simhub.runformat import (
     EvalResults,
     Failures,
     MetricSummary,
+    RolloutFailure,
+    RolloutLine,
+    RolloutSummary,
     ScoreLine,
+    SimulationLine,
     check_version,
     read_dialogue_results,
     read_eval_results,
+    read_rollout_dialogues,
+    read_rollout_summary,
     read_scores,
+    read_simulations,
     write_dialogue_results,
     write_eval_results,
+    write_rollout_dialogues,
     write_scores,
+    write_simulations,
 )
+from simhub.schema import Dialogue, read_jsonl, to_json, write_jsonl
 
 SHA = "ab12" * 16
 
@@ -288,7 +300,6 @@ def test_publish_reads_runs_through_the_checked_reader(tmp_path):
 
 def test_eval_writes_version_1(tmp_path, sample_corpus):
     from simhub.cli import main
-    from simhub.schema import write_jsonl
 
     data = tmp_path / "test.jsonl"
     write_jsonl(data, sample_corpus["test"][:3])
@@ -298,5 +309,205 @@ def test_eval_writes_version_1(tmp_path, sample_corpus):
                  str(data), "--output", str(run), "--bootstrap", "100", "--no-cache"]) == 0
     assert read_eval_results(run).schema_version == 1
     assert {line.schema_version for _, line in read_scores(run / "scores.jsonl")} == {1}
+    assert {line.schema_version for _, line in read_simulations(run)} == {1}
     assert msgspec.json.decode((run / "results.json").read_bytes())["metrics"]["rouge_l"]["n"] > 0
     assert load_run(run).metrics["rouge_l"].n > 0
+
+
+# ------------------------------------------- simulations.jsonl, rollouts.jsonl, rollout.json (simhub rollout)
+
+
+def _v0_simulations() -> list[dict]:
+    """simulations.jsonl lines as simhub eval and simhub simulate wrote them before versioning."""
+    return [{"dialogue_id": "d1", "turn_index": 1, "simulator": "sft", "candidate": "5/8", "finish_reason": "stop",
+             "end_of_dialogue": False},
+            {"dialogue_id": "d1", "turn_index": 3, "simulator": "sft", "candidate": "bye <end>",
+             "finish_reason": "length", "end_of_dialogue": True},
+            {"dialogue_id": "d2", "turn_index": 1, "simulator": "sft", "candidate": None,
+             "error": "HTTP 503 at http://127.0.0.1:9/v1"}]
+
+
+def _v0_rollouts() -> list[dict]:
+    """rollouts.jsonl lines as simhub rollout wrote them before versioning (canonical dialogues)."""
+    question = {"text": "What is 3/5 of 10?", "correct_option": "B", "solution": None, "option_explanations": None,
+                "solvable": None}
+    return [{"id": "d1~0", "question": question, "kcs": ["Fractions"],
+             "turns": [{"role": "tutor", "content": "What is 3/5 of 10?"}, {"role": "student", "content": "6"},
+                       {"role": "tutor", "content": "Well done. <end>"}],
+             "meta": {"real_id": "d1", "sample": 0, "seed": 0, "mode": "free", "simulator": "sft",
+                      "tutor": "tiny-tutor", "end": "marker"}},
+            {"id": "d1~1", "question": question, "kcs": ["Fractions"],
+             "turns": [{"role": "tutor", "content": "What is 3/5 of 10?"}],
+             "meta": {"real_id": "d1", "sample": 1, "seed": 0, "mode": "free", "simulator": "sft",
+                      "tutor": "tiny-tutor", "end": "failed", "failed": "student: HTTP 503"}}]
+
+
+def _v0_rollout_summary(*, early: bool = False) -> dict:
+    """rollout.json as simhub rollout wrote it before versioning; ``early``: before top_p and
+    test_subsample were recorded."""
+    info = {"simulator": "sft", "tutor": "tiny-tutor", "profile": "demo", "data": "data/test.jsonl", "mode": "free",
+            "samples": 2, "seed": 0, "max_turns": 40, "temperature": 0.6}
+    if not early:
+        info |= {"top_p": 0.95, "test_subsample": None}
+    return {**info, "rollouts": 2, "ends": {"marker": 1, "failed": 1}, "failed": 1,
+            "failures": [{"id": "d1~1", "cause": "student: HTTP 503"}], "mean_turns": 2.0}
+
+
+def _rollout_dir(root: Path, name: str = "roll", *, version: int | None = None, early: bool = False) -> Path:
+    """A simhub rollout folder as simhub wrote it before versioning (or with ``version``)."""
+    folder = root / name
+    folder.mkdir(parents=True)
+    stamp = {} if version is None else {"schema_version": version}
+    (folder / "rollouts.jsonl").write_text("".join(json.dumps({**stamp, **d}) + "\n" for d in _v0_rollouts()))
+    (folder / "rollout.json").write_text(json.dumps({**stamp, **_v0_rollout_summary(early=early)}, indent=2) + "\n")
+    return folder
+
+
+def test_simulations_jsonl_round_trips_in_the_layout_of_before(tmp_path):
+    file = tmp_path / "simulations.jsonl"
+    assert write_simulations(file, _v0_simulations()) == 3
+    on_disk = [json.loads(x) for x in file.read_text().splitlines()]
+    assert on_disk == [{"schema_version": 1, **line} for line in _v0_simulations()]
+    assert [list(x) for x in on_disk] == [["schema_version", *line] for line in _v0_simulations()]
+    lines = read_simulations(tmp_path)
+    assert [n for n, _ in lines] == [1, 2, 3] and lines == read_simulations(file)
+    ok, ended, failed = (line for _, line in lines)
+    assert ok == SimulationLine(dialogue_id="d1", turn_index=1, simulator="sft", candidate="5/8",
+                                finish_reason="stop", end_of_dialogue=False)
+    assert ended.end_of_dialogue is True and failed.candidate is None and failed.error.startswith("HTTP 503")
+    assert write_simulations(tmp_path / "again.jsonl", [line for _, line in lines]) == 3
+    assert (tmp_path / "again.jsonl").read_bytes() == file.read_bytes()
+
+
+def test_simulations_written_before_versioning_are_read(tmp_path):
+    write_jsonl(tmp_path / "simulations.jsonl", _v0_simulations())  # the old writer, as it wrote them
+    lines = read_simulations(tmp_path)
+    assert {line.schema_version for _, line in lines} == {0}
+    assert [msgspec.structs.replace(line, schema_version=1) for _, line in lines] == [
+        msgspec.convert(x, SimulationLine) for x in _v0_simulations()]
+
+
+def test_rollouts_round_trip_as_dialogues_with_the_version_in_front(tmp_path, sample_corpus):
+    from simhub.evaluation.rollout import write_rollouts
+
+    dialogues = [msgspec.convert(d, Dialogue) for d in _v0_rollouts()]
+    info = {k: v for k, v in _v0_rollout_summary().items() if k not in (
+        "rollouts", "ends", "failed", "failures", "mean_turns")}
+    summary = write_rollouts(dialogues, tmp_path, info)
+    # Each line is the dialogue as the dialogue writer writes it, with schema_version as its first key.
+    lines = (tmp_path / "rollouts.jsonl").read_bytes().splitlines()
+    assert lines == [b'{"schema_version":1,' + to_json(d)[1:] for d in dialogues]
+    assert read_rollout_dialogues(tmp_path) == dialogues == read_jsonl(tmp_path / "rollouts.jsonl")
+    assert all(type(d) is Dialogue for d in read_jsonl(tmp_path / "rollouts.jsonl"))
+    on_disk = json.loads((tmp_path / "rollout.json").read_text())
+    assert on_disk == summary == {"schema_version": 1, **_v0_rollout_summary()}
+    assert list(on_disk) == ["schema_version", *_v0_rollout_summary()]  # the order of before, versioned first
+    assert read_rollout_summary(tmp_path) == read_rollout_summary(tmp_path / "rollout.json") == RolloutSummary(
+        simulator="sft", tutor="tiny-tutor", profile="demo", data="data/test.jsonl", mode="free", samples=2, seed=0,
+        max_turns=40, temperature=0.6, top_p=0.95, rollouts=2, ends={"marker": 1, "failed": 1}, failed=1,
+        failures=[RolloutFailure("d1~1", "student: HTTP 503")], mean_turns=2.0)
+    # Other dialogue files, and rollouts of real dialogues, are as before: no version, plain dialogues.
+    write_rollouts(sample_corpus["test"][:2], tmp_path / "real", info)
+    assert read_jsonl(tmp_path / "real" / "rollouts.jsonl") == sample_corpus["test"][:2]
+
+
+def test_a_rollouts_file_is_named_as_dialogues_where_score_items_are_wanted(tmp_path):
+    from simhub.cli.common import read_score_items
+
+    write_rollout_dialogues(tmp_path / "rollouts.jsonl", [msgspec.convert(d, Dialogue) for d in _v0_rollouts()])
+    with pytest.raises(DataError, match="holds dialogues, not score items"):
+        read_score_items(str(tmp_path / "rollouts.jsonl"))
+
+
+def test_a_rollout_line_has_the_fields_of_a_dialogue():
+    line, dialogue = msgspec.structs.fields(RolloutLine), msgspec.structs.fields(Dialogue)
+    assert line[0].name == "schema_version" and line[0].required
+    assert [(f.name, f.type, f.default, f.default_factory) for f in line[1:]] == [
+        (f.name, f.type, f.default, f.default_factory) for f in dialogue]
+    assert RolloutLine.__struct_config__.omit_defaults == Dialogue.__struct_config__.omit_defaults
+    assert RolloutLine.__struct_config__.forbid_unknown_fields
+
+
+@pytest.mark.parametrize("early", [False, True])
+def test_a_rollout_folder_written_before_versioning_is_read(tmp_path, early):
+    from simhub.evaluation.dialogue_eval import load_sim
+
+    folder = _rollout_dir(tmp_path, early=early)
+    dialogues, info = load_sim(folder)
+    assert dialogues == [msgspec.convert(d, Dialogue) for d in _v0_rollouts()] == read_jsonl(folder / "rollouts.jsonl")
+    assert dialogues[1].meta["failed"] == "student: HTTP 503"
+    assert info["schema_version"] == 0 and info["simulator"] == "sft" and info["tutor"] == "tiny-tutor"
+    assert info["top_p"] == (None if early else 0.95) and info["failures"] == [{"id": "d1~1", "cause": "student: HTTP 503"}]
+    assert read_rollout_summary(folder).schema_version == 0
+    new_dialogues, new_info = load_sim(_rollout_dir(tmp_path, "new", version=1, early=early))
+    assert new_dialogues == dialogues and {**new_info, "schema_version": 0} == info
+    assert load_sim(folder / "rollouts.jsonl") == (dialogues, {})  # a file: dialogues, no summary
+
+
+@pytest.mark.parametrize("name", ["simulations.jsonl", "rollouts.jsonl", "rollout.json"])
+def test_a_newer_rollout_or_simulation_file_is_refused_naming_file_and_versions(tmp_path, name):
+    from simhub.evaluation.dialogue_eval import load_sim
+
+    folder = _rollout_dir(tmp_path)
+    write_jsonl(folder / "simulations.jsonl", _v0_simulations())
+    file = folder / name
+    if name.endswith(".jsonl"):
+        lines = file.read_text().splitlines()
+        lines[1] = json.dumps({"schema_version": 99, **json.loads(lines[1])})
+        file.write_text("\n".join(lines) + "\n")
+    else:
+        file.write_text(json.dumps({"schema_version": 99, **json.loads(file.read_text())}))
+    where = f"{file}:2" if name.endswith(".jsonl") else str(file)
+    readers = {"simulations.jsonl": [read_simulations], "rollout.json": [read_rollout_summary, load_sim],
+               "rollouts.jsonl": [read_rollout_dialogues, load_sim, lambda _: read_jsonl(file)]}[name]
+    for read in readers:
+        with pytest.raises(DataError) as info:
+            read(folder)
+        message = str(info.value)
+        assert message.startswith(f"{where}: schema_version 99 is newer than this simhub reads (0 and 1;")
+        assert "upgrade simhub" in message and info.value.field == "schema_version" and info.value.file == str(file)
+
+
+@pytest.mark.parametrize(("name", "change", "field", "message"), [
+    ("simulations.jsonl", lambda x: x.update(turn_index="3"), "turn_index", "expected an integer"),
+    ("simulations.jsonl", lambda x: x.pop("simulator"), "simulator", "missing"),
+    ("simulations.jsonl", lambda x: x.update(logprobs=[]), "logprobs", "unknown field"),
+    ("rollouts.jsonl", lambda x: x["turns"][1].update(role="teacher"), "turns[1].role", "invalid enum value"),
+    ("rollouts.jsonl", lambda x: x.pop("question"), "question", "missing"),
+])
+def test_a_malformed_line_names_file_line_and_field(tmp_path, name, change, field, message):
+    lines = _v0_simulations() if name == "simulations.jsonl" else _v0_rollouts()
+    lines = [{"schema_version": 1, **x} for x in lines]
+    change(lines[0] if name == "rollouts.jsonl" else lines[1])
+    row = 1 if name == "rollouts.jsonl" else 2
+    file = tmp_path / name
+    file.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    read = read_simulations if name == "simulations.jsonl" else read_rollout_dialogues
+    with pytest.raises(DataError) as info:
+        read(tmp_path)
+    assert str(info.value).startswith(f"{file}:{row}: {field}: {message}")
+    assert str(info.value).endswith("(schema_version 1)")
+    assert (info.value.file, info.value.row, info.value.field) == (str(file), row, field)
+
+
+@pytest.mark.parametrize(("change", "field", "message"), [
+    (lambda r: r["failures"][0].pop("cause"), "failures[0].cause", "missing"),
+    (lambda r: r["ends"].update(marker="1"), "ends.marker", "expected an integer"),
+    (lambda r: r.update(rollouts=-1), "rollouts", "expected an integer >= 0"),
+    (lambda r: r.update(kind="rollout"), "kind", "unknown field"),
+])
+def test_a_malformed_rollout_summary_field_is_named_by_its_path(tmp_path, change, field, message):
+    summary = _v0_rollout_summary()
+    change(summary)
+    (tmp_path / "rollout.json").write_text(json.dumps(summary, indent=2))
+    with pytest.raises(DataError) as info:
+        read_rollout_summary(tmp_path)
+    assert str(info.value).startswith(f"{tmp_path / 'rollout.json'}: {field}: {message}")
+    assert str(info.value).endswith("(read as schema_version 0)") and info.value.field == field
+
+
+def test_a_missing_rollout_file_is_named(tmp_path):
+    with pytest.raises(DataError, match=r"rollouts\.jsonl: not found; is this a simhub rollout folder\?"):
+        read_rollout_dialogues(tmp_path)
+    with pytest.raises(DataError, match=r"rollout\.json: not found; is this a simhub rollout folder\?"):
+        read_rollout_summary(tmp_path)
