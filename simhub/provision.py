@@ -1,8 +1,9 @@
 """Provisioning: the one place that turns ``tiny:``/``demo:``/``random-lora:`` references into folders.
 
 * ``tiny:NAME`` — a model of the tiny kit (:mod:`simhub.demo`), built under ``$SIMHUB_HOME/tiny``;
-* ``demo:NAME`` — a LoRA adapter trained once on the bundled sample corpus by the shipped
-  ``tiny-NAME`` recipe, under ``$SIMHUB_HOME/demo/NAME`` (it may train: seconds to a minute);
+* ``demo:NAME`` — a model trained once on the bundled sample corpus by the shipped ``tiny-NAME``
+  recipe, under ``$SIMHUB_HOME/demo/NAME``: a LoRA adapter, or for ``demo:acts`` an embedding
+  classifier (it may train: seconds to minutes);
 * ``random-lora:NAME`` — a randomly initialised rank-32 LoRA on its simulator's base, under
   ``$SIMHUB_HOME/serving/adapters/NAME`` (stands in for a trained adapter in service tests);
 * ``smol:135m-instruct`` — SmolLM2-135M-Instruct, a real instruction-tuned Llama, from the Hub or
