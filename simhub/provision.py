@@ -1,8 +1,9 @@
 """Provisioning: the one place that turns ``tiny:``/``demo:``/``random-lora:`` references into folders.
 
 * ``tiny:NAME`` — a model of the tiny kit (:mod:`simhub.demo`), built under ``$SIMHUB_HOME/tiny``;
-* ``demo:NAME`` — a LoRA adapter trained once on the bundled sample corpus by the shipped
-  ``tiny-NAME`` recipe, under ``$SIMHUB_HOME/demo/NAME`` (it may train: seconds to a minute);
+* ``demo:NAME`` — a model trained once on the bundled sample corpus by the shipped ``tiny-NAME``
+  recipe, under ``$SIMHUB_HOME/demo/NAME``: a LoRA adapter, or for ``demo:acts`` an embedding
+  classifier (it may train: seconds to minutes);
 * ``random-lora:NAME`` — a randomly initialised rank-32 LoRA on its simulator's base, under
   ``$SIMHUB_HOME/serving/adapters/NAME`` (stands in for a trained adapter in service tests);
 * ``smol:135m-instruct`` — SmolLM2-135M-Instruct, a real instruction-tuned Llama, from the Hub or
@@ -33,7 +34,7 @@ from simhub.errors import ConfigError, UnknownNameError, require
 from simhub.models.cpu import pinned_threads
 
 #: Demo models: ``demo:NAME`` is trained from the shipped recipe ``tiny-NAME``.
-DEMO_MODELS = ("student-sft", "tutor", "acts", "correctness", "kt", "judge")
+DEMO_MODELS = ("student-sft", "tutor", "acts", "acts-llm", "correctness", "kt", "judge")
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 #: ``on_step(k, n, what)``: called before each build step (k from 1), for progress reports.
@@ -134,7 +135,7 @@ def is_built(spec: str) -> bool:
     if spec.startswith("tiny:"):
         return (tiny_dir() / "kit.json").is_file()
     if spec.startswith("demo:"):
-        return (demo_dir(spec.removeprefix("demo:")) / "adapter_config.json").is_file()
+        return _demo_built(demo_dir(spec.removeprefix("demo:")))
     if spec.startswith("random-lora:"):
         return (random_lora_dir(spec.removeprefix("random-lora:")) / "adapter_config.json").is_file()
     if spec.startswith("smol:"):
@@ -161,15 +162,21 @@ def build_tiny(name: str) -> Path:
     return paths[name]
 
 
+def _demo_built(folder: Path) -> bool:
+    """A demo model is there: a LoRA adapter, or an embedding classifier (``kind: acts-embedding``)."""
+    from simhub.models.embedding_classifier import is_embedding_classifier
+
+    return (folder / "adapter_config.json").is_file() or is_embedding_classifier(folder)
+
+
 def build_demo_model(name: str) -> Path:
     """Train demo model ``name`` from its shipped tiny recipe unless it exists (one process at a time)."""
     target = demo_dir(name)
-    if (target / "adapter_config.json").is_file():
+    if _demo_built(target):
         return target
     if name not in DEMO_MODELS:
         raise UnknownNameError("demo model", name, DEMO_MODELS, field="model")
-    build_once(target, f"demo:{name}", lambda: _train_demo_model(name, target),
-               lambda: (target / "adapter_config.json").is_file())
+    build_once(target, f"demo:{name}", lambda: _train_demo_model(name, target), lambda: _demo_built(target))
     return target
 
 
@@ -183,7 +190,7 @@ def _train_demo_model(name: str, target: Path) -> None:
         train(recipe, partial)
     for checkpoint in partial.glob("checkpoint-*"):
         shutil.rmtree(checkpoint, ignore_errors=True)
-    if (target / "adapter_config.json").is_file():  # another process finished first
+    if _demo_built(target):  # another process finished first
         shutil.rmtree(partial, ignore_errors=True)
     else:
         shutil.rmtree(target, ignore_errors=True)

@@ -1,18 +1,24 @@
 """``acts``: does the simulated turn carry the same dialogue act as the real one?
 
-The act classifier is a causal LM fine-tuned to answer with the act label. Instead of free
-generation, each of the five labels (plus the end-of-turn token) is scored as a continuation and
-the most likely wins, so the prediction is always one of the labels. The labels of one prompt
-share its encoding (prefix packing in the model layer).
+The act classifier is a causal LM fine-tuned to answer with the act label (the paper's, and
+``paper-8b``'s). Instead of free generation, each of the five labels (plus the end-of-turn token) is
+scored as a continuation and the most likely wins, so the prediction is always one of the labels.
+The labels of one prompt share its encoding (prefix packing in the model layer).
+
+A folder holding an embedding classifier (:mod:`simhub.models.embedding_classifier`, the demo's:
+a linear layer over the MiniLM embedding of the turn) is used as one instead: it reads the student
+turn's text alone, and its prediction is always one of the labels too.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from simhub.config import ModelRef
 from simhub.metrics.base import Metric, MetricResult, Output, ScoreItem
 from simhub.models import LanguageModel, load_lm
+from simhub.models.embedding_classifier import EmbeddingClassifier, is_embedding_classifier, load_embedding_classifier
 from simhub.prompts import act_messages
 from simhub.schema import ACTS
 
@@ -37,8 +43,11 @@ class Acts(Metric):
     config_key = "acts"
     config: ModelRef
 
-    def load(self) -> LanguageModel:
-        return load_lm(self.config.plain(), self.context.load)
+    def load(self) -> LanguageModel | EmbeddingClassifier:
+        ref = self.config.plain()
+        if ref.adapter is None and is_embedding_classifier(ref.model):
+            return _classifier(ref.model)
+        return load_lm(ref, self.context.load)
 
     def skip(self, item: ScoreItem) -> dict[str, str]:
         return {"acts": NO_LABEL} if item.real.act is None else {}
@@ -48,6 +57,8 @@ class Acts(Metric):
         lm = self.load()
         if not items:
             return []
+        if isinstance(lm, EmbeddingClassifier):
+            return lm.predict([text for _, text, _ in items], device=self.context.load.device)
         labels = [[*lm.text_ids(label), lm.eot_id] for label in ACTS]
         prompts = [lm.chat_ids(act_messages(history, text, dialogue)) for history, text, dialogue in items]
         best, _ = lm.choose(prompts, labels)
@@ -59,4 +70,13 @@ class Acts(Metric):
                 for it, act in zip(items, predicted, strict=True)]
 
     def prompt(self, item: ScoreItem) -> str:
-        return self.load().chat_text(act_messages(item.history, item.candidate, item.dialogue))
+        model = self.load()
+        if isinstance(model, EmbeddingClassifier):  # no prompt: the turn's text is what is embedded
+            return item.candidate
+        return model.chat_text(act_messages(item.history, item.candidate, item.dialogue))
+
+
+@functools.lru_cache(maxsize=8)
+def _classifier(path: str) -> EmbeddingClassifier:
+    """An embedding classifier's folder, read once per process."""
+    return load_embedding_classifier(path)

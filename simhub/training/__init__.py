@@ -15,6 +15,7 @@ from simhub.training.config import KINDS, TrainRecipe, load_recipe
 #: Recipe kind -> trainer (``"module:function"``, imported when used).
 TRAINERS: dict[str, str] = {
     "student-sft": "simhub.training.sft:train_sft",
+    "acts-embedding": "simhub.training.embedding_classifier:train_acts_embedding",
     "tutor-sft": "simhub.training.sft:train_sft",
     "acts": "simhub.training.classifiers:train_classifier",
     "correctness": "simhub.training.classifiers:train_classifier",

@@ -338,8 +338,9 @@ def _start(profile: str, home: Path, log_path: Path, port: int) -> subprocess.Po
                                  "--log-level", "info"], env=env, stdout=out, stderr=subprocess.STDOUT, cwd=str(ROOT))
 
 
-#: The demo models that take minutes to train: the demo start below finds them built (the session's),
-#: as after a restart, and trains the others.
+#: The demo models that take longest to build (the judge trains for minutes; the act classifier embeds
+#: the corpus): the demo start below finds them built (the session's), as after a restart, and builds
+#: the others.
 SLOW_DEMO_MODELS = ("acts", "judge")
 
 

@@ -1,0 +1,105 @@
+"""A label classifier on sentence embeddings: multinomial logistic regression over an embedder's vectors.
+
+The demo's act classifier is one (``kind: acts-embedding`` recipes, ``docs/demo.md``): on the sample
+corpus a MiniLM embedding of the student turn and a linear layer label the real test turns' acts
+better than the fine-tuned tiny Llama, and train in seconds instead of minutes. The folder holds one
+JSON file, ``classifier.json``: the embedder's name, the labels, the weights and the bias, what the
+classifier reads (``input``) and how it was trained. Prediction is ``argmax(W·e + b)`` over the
+normalised embedding ``e`` (numpy only; scikit-learn is needed to train, not to predict).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simhub.errors import DataError
+
+CLASSIFIER_FILE = "classifier.json"
+CLASSIFIER_KIND = "simhub-embedding-classifier"
+CLASSIFIER_VERSION = 1
+
+
+@dataclass
+class EmbeddingClassifier:
+    """Labels texts from their embeddings: ``labels[argmax(weights @ e + bias)]``."""
+
+    embedder: str
+    labels: list[str]
+    weights: np.ndarray  # (labels, dim)
+    bias: np.ndarray  # (labels,)
+    #: What is embedded: ``turn`` (the student turn's text alone).
+    input: str = "turn"
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.weights = np.asarray(self.weights, dtype=np.float64)
+        self.bias = np.asarray(self.bias, dtype=np.float64)
+        if self.weights.shape != (len(self.labels), self.weights.shape[-1]) or self.bias.shape != (len(self.labels),):
+            raise DataError(f"embedding classifier: weights {self.weights.shape} and bias {self.bias.shape} do not "
+                            f"fit {len(self.labels)} labels", field="weights")
+
+    def scores(self, vectors: np.ndarray) -> np.ndarray:
+        """The logit of each label for each embedding row."""
+        return np.asarray(vectors, dtype=np.float64) @ self.weights.T + self.bias
+
+    def predict_vectors(self, vectors: np.ndarray) -> list[str]:
+        if len(vectors) == 0:
+            return []
+        return [self.labels[i] for i in np.argmax(self.scores(vectors), axis=1)]
+
+    def predict(self, texts: Sequence[str], *, device: str | None = None) -> list[str]:
+        """The label of each text, embedded by the classifier's own embedder (loaded once per process)."""
+        if not texts:
+            return []
+        from simhub.models.embeddings import load_embedder
+
+        return self.predict_vectors(load_embedder(self.embedder, device).encode(list(texts)))
+
+    def save(self, folder: str | os.PathLike[str]) -> Path:
+        from simhub.schema import atomic_write_bytes
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        doc = {"kind": CLASSIFIER_KIND, "schema_version": CLASSIFIER_VERSION, "embedder": self.embedder,
+               "input": self.input, "labels": list(self.labels), "weights": self.weights.tolist(),
+               "bias": self.bias.tolist(), "info": self.info}
+        path = folder / CLASSIFIER_FILE
+        atomic_write_bytes(path, json.dumps(doc, indent=1).encode())
+        return path
+
+
+def is_embedding_classifier(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a folder holding an embedding classifier (rather than a language model)."""
+    return (Path(path) / CLASSIFIER_FILE).is_file()
+
+
+def load_embedding_classifier(path: str | os.PathLike[str]) -> EmbeddingClassifier:
+    """The classifier in folder ``path``; a DataError naming the file and the field when it is not one."""
+    file = Path(path) / CLASSIFIER_FILE
+    try:
+        doc = json.loads(file.read_text())
+    except OSError as exc:
+        raise DataError(f"{file}: cannot read ({exc.strerror})", file=str(file)) from None
+    except ValueError as exc:
+        raise DataError(f"{file}: not JSON ({exc})", file=str(file)) from None
+    if not isinstance(doc, dict) or doc.get("kind") != CLASSIFIER_KIND:
+        raise DataError(f"{file}: not an embedding classifier (kind {CLASSIFIER_KIND!r} expected)", file=str(file),
+                        field="kind")
+    if doc.get("schema_version") != CLASSIFIER_VERSION:
+        raise DataError(f"{file}: schema_version {doc.get('schema_version')!r} is not one this simhub reads "
+                        f"({CLASSIFIER_VERSION})", file=str(file), field="schema_version")
+    for key in ("embedder", "labels", "weights", "bias"):
+        if key not in doc:
+            raise DataError(f"{file}: no {key!r}", file=str(file), field=key)
+    try:
+        return EmbeddingClassifier(embedder=doc["embedder"], labels=list(doc["labels"]), weights=np.array(doc["weights"]),
+                                   bias=np.array(doc["bias"]), input=doc.get("input", "turn"), info=doc.get("info", {}))
+    except DataError as exc:
+        raise DataError(f"{file}: {exc}", file=str(file), field=exc.field) from None
