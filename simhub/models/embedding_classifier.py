@@ -28,7 +28,12 @@ CLASSIFIER_VERSION = 1
 
 @dataclass
 class EmbeddingClassifier:
-    """Labels texts from their embeddings: ``labels[argmax(weights @ e + bias)]``."""
+    """Labels texts from their embeddings: ``labels[argmax(weights @ e + bias)]``.
+
+    >>> clf = EmbeddingClassifier("minilm", ["Acknowledge", "Math Answer"], [[1.0, 0.0], [0.0, 1.0]], [0.0, 0.1])
+    >>> clf.predict_vectors(np.array([[0.9, 0.2], [0.1, 0.1]]))
+    ['Acknowledge', 'Math Answer']
+    """
 
     embedder: str
     labels: list[str]
