@@ -19,6 +19,7 @@ lock file (``.NAME.lock`` beside the model's folder) and then use what it built.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -162,11 +163,30 @@ def build_tiny(name: str) -> Path:
     return paths[name]
 
 
+#: Beside each demo model: the shipped recipe it was trained from, as written (references unresolved).
+DEMO_RECIPE_FILE = "demo_recipe.json"
+
+
+def _shipped_recipe(name: str) -> dict:
+    """The ``tiny-NAME`` recipe this simhub ships, as JSON values (what :data:`DEMO_RECIPE_FILE` records)."""
+    from simhub.training import load_recipe
+
+    return json.loads(json.dumps(load_recipe(f"tiny-{name}").to_dict(), default=str))
+
+
 def _demo_built(folder: Path) -> bool:
-    """A demo model is there: a LoRA adapter, or an embedding classifier (``kind: acts-embedding``)."""
+    """A demo model is there (a LoRA adapter, or an embedding classifier for ``kind: acts-embedding``)
+    and was trained from the recipe shipped now. One trained from another recipe (an older simhub's,
+    or without the record) is stale: it is built again, and replaces the old one when done."""
     from simhub.models.embedding_classifier import is_embedding_classifier
 
-    return (folder / "adapter_config.json").is_file() or is_embedding_classifier(folder)
+    if not ((folder / "adapter_config.json").is_file() or is_embedding_classifier(folder)):
+        return False
+    try:
+        recorded = json.loads((folder / DEMO_RECIPE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        recorded = None
+    return folder.name not in DEMO_MODELS or recorded == _shipped_recipe(folder.name)
 
 
 def build_demo_model(name: str) -> Path:
@@ -186,8 +206,12 @@ def _train_demo_model(name: str, target: Path) -> None:
     recipe = resolve_recipe(load_recipe(f"tiny-{name}"))
     partial = target.with_name(f".{name}.{os.getpid()}.partial")
     shutil.rmtree(partial, ignore_errors=True)
+    if (target / "training_config.json").is_file():
+        print(f"simhub: demo:{name} was trained from another recipe than this simhub ships; training it again",
+              file=sys.stderr, flush=True)
     with pinned_threads(DEMO_BUILD_THREADS):  # the same model on every machine, whatever the load
         train(recipe, partial)
+    (partial / DEMO_RECIPE_FILE).write_text(json.dumps(_shipped_recipe(name), indent=1) + "\n", encoding="utf-8")
     for checkpoint in partial.glob("checkpoint-*"):
         shutil.rmtree(checkpoint, ignore_errors=True)
     if _demo_built(target):  # another process finished first

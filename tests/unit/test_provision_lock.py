@@ -132,3 +132,24 @@ def test_a_long_build_runs_in_a_worker_beside_this_process(tmp_path, monkeypatch
     for name in ("student-sft", "tutor"):
         assert (tmp_path / "demo" / name / "adapter_config.json").is_file()
     assert resolved.simulators["t"].adapter == str(tmp_path / "demo" / "tutor")
+
+
+def test_a_demo_model_trained_from_another_recipe_is_stale(tmp_path, monkeypatch):
+    """A demo model counts as built only with the record of the shipped recipe it was trained from: one
+    from an older simhub (another recipe, or no record, as the tiny-LM act classifier before the
+    embedding one) is built again."""
+    import json
+
+    from simhub.provision import DEMO_RECIPE_FILE, _shipped_recipe, is_built
+
+    monkeypatch.setenv("SIMHUB_HOME", str(tmp_path))
+    folder = tmp_path / "demo" / "acts"
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text("{}")  # an older simhub's LoRA act classifier, no record
+    assert not is_built("demo:acts")
+    old = {**_shipped_recipe("acts"), "kind": "acts", "base_model": "tiny:llama", "max_steps": 1000}
+    (folder / DEMO_RECIPE_FILE).write_text(json.dumps(old))
+    assert not is_built("demo:acts")
+    (folder / DEMO_RECIPE_FILE).write_text(json.dumps(_shipped_recipe("acts")))
+    assert is_built("demo:acts")
+    assert _shipped_recipe("acts")["kind"] == "acts-embedding"
