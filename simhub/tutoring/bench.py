@@ -12,7 +12,10 @@ Conversations advance in lockstep in chunks of ``batch``, so every step is one b
 model and an endpoint gets a chunk's requests concurrently. Every model call's answer is cached
 under a hash of the model and everything its answer depends on (state, conversation, seed), and each
 conversation's trace is written the moment it ends: a killed run resumes, skipping finished traces,
-and repeats no call. A tutor, learner or extractor that fails marks its conversation failed with the
+and repeats no call. A finished conversation's whole trace is cached too, under its settings, tutor,
+item and level and a digest of the source of the rules that compute it (:func:`rules_digest`): an
+identical run into another folder copies each trace with no call and no replay, and a change to the
+rules' code replays the turns from the per-call answers instead. A tutor, learner or extractor that fails marks its conversation failed with the
 cause; the run completes and counts it. With a termination judge (stateless learners, see
 :mod:`simhub.tutoring.termination_judge`) the state rules stop nothing; every finished conversation of a
 chunk then gets its judged end turn, and with an IQ rater its rating, each in one batched call
@@ -22,6 +25,7 @@ before its trace is written, so the trace holds them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -140,6 +144,30 @@ class _Conv:
         return Dialogue(id=self.id, question=Question(text=self.item.question), turns=turns)
 
 
+#: The modules whose code decides a trace from the model answers (the update, metrics, termination,
+#: state views, the bench loop and the trace layout): their source is part of a whole trace's cache key.
+RULE_MODULES = ("simhub.learners.update", "simhub.learners.metrics", "simhub.learners.termination",
+                "simhub.learners.state", "simhub.learners.presets", "simhub.learners.graph",
+                "simhub.learners.roleplay", "simhub.learners.extract", "simhub.tutoring.bench",
+                "simhub.tutoring.trace", "simhub.tutoring.iq", "simhub.tutoring.termination_judge",
+                "simhub.tutoring.tutors")
+
+
+@functools.lru_cache(maxsize=1)
+def rules_digest() -> str:
+    """A hash of the source of :data:`RULE_MODULES` (computed once per process)."""
+    import hashlib
+    import importlib.util
+
+    h = hashlib.sha256()
+    for name in RULE_MODULES:
+        spec = importlib.util.find_spec(name)
+        origin = spec.origin if spec is not None else None
+        h.update(name.encode())
+        h.update(Path(origin).read_bytes() if origin and Path(origin).is_file() else b"?")
+    return h.hexdigest()
+
+
 def _seed(seed: int, conv: str, turn: int, side: str) -> int:
     return int(fingerprint([seed, conv, turn, side])[:8], 16)
 
@@ -231,6 +259,13 @@ class Bench:
                             if self._asks_again(old):
                                 again.append(path)
                             continue
+                    cached = self._cached_trace(tutor, item, level)
+                    if cached is not None:  # the same conversation finished in another run: copied, no replay
+                        write_trace(path, cached)
+                        traces[path.name] = cached
+                        if on_trace:
+                            on_trace(cached)
+                        continue
                     start = initial_state(item.graph, level)
                     todo.append(_Conv(tutor, item, level, path, start, start))
         for k in range(0, len(todo), max(1, self.options.batch)):
@@ -238,6 +273,7 @@ class Bench:
             rated = self._rate(self._judge([self._trace(conv) for conv in chunk]))
             for conv, trace in zip(chunk, rated, strict=True):
                 write_trace(conv.path, trace)
+                self._keep_trace(conv.tutor, conv.item, conv.level, trace)
                 traces[conv.path.name] = trace
                 if on_trace:
                     on_trace(trace)
@@ -246,9 +282,37 @@ class Bench:
             judged = self._judge([traces[p.name] for p in paths], only_failed=True)
             for path, trace in zip(paths, self._rate(judged), strict=True):
                 write_trace(path, trace)
+                tutor = next(t for t in self.tutors if t.id == trace.tutor)
+                item = next(i for i in items if i.id == trace.item)
+                self._keep_trace(tutor, item, trace.level, trace)
                 traces[path.name] = trace
         order = [folder / trace_name(t.id, i.id, lv) for t in self.tutors for i in items for lv in levels]
         return [traces[p.name] for p in order]
+
+    def _trace_key(self, tutor: BenchTutor, item: Item, level: str) -> str:
+        return fingerprint(["trace", rules_digest(), self.settings(), tutor.describe(), _graph_key(item.graph),
+                            item.id, item.question, level])
+
+    def _cached_trace(self, tutor: BenchTutor, item: Item, level: str) -> Trace | None:
+        """The trace of this conversation from an identical earlier run, if the cache has it."""
+        if self.cache is None:
+            return None
+        hit = self.cache.get(self._trace_key(tutor, item, level))
+        if hit is None:
+            return None
+        try:
+            trace = msgspec.convert(hit, Trace)
+        except msgspec.ValidationError:  # written by another layout: replay instead
+            return None
+        self.cache_hits += 1
+        return trace
+
+    def _keep_trace(self, tutor: BenchTutor, item: Item, level: str, trace: Trace) -> None:
+        """Cache a finished trace whole, unless it failed or a judge or rater failed on it (those are
+        asked again by a later run)."""
+        if self.cache is None or trace.failed is not None or self._asks_again(trace):
+            return
+        self.cache.put(self._trace_key(tutor, item, level), msgspec.to_builtins(trace))
 
     def _asks_again(self, trace: Trace) -> bool:
         """Whether a finished trace's termination judge or IQ rater failed last time (it is asked again)."""
