@@ -35,7 +35,7 @@ from simhub.errors import ConfigError, UnknownNameError, require
 from simhub.models.cpu import pinned_threads
 
 #: Demo models: ``demo:NAME`` is trained from the shipped recipe ``tiny-NAME``.
-DEMO_MODELS = ("student-sft", "tutor", "acts", "acts-llm", "correctness", "kt", "judge")
+DEMO_MODELS = ("student-sft", "tutor", "acts", "acts-llm", "correctness", "correctness-emb", "kt", "judge")
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 #: ``on_step(k, n, what)``: called before each build step (k from 1), for progress reports.

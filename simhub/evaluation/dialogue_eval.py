@@ -168,6 +168,17 @@ class Labeller:
     def correctness_labels(self, items: list[tuple[Dialogue, int]]) -> list[str | None]:
         if self.correctness_ref is not None:
             ref = self.correctness_ref
+            from simhub.models.embedding_classifier import CLASSIFIER_FILE, is_embedding_classifier
+
+            if ref.adapter is None and is_embedding_classifier(ref.model):  # the demo's: MiniLM features
+                from pathlib import Path
+
+                from simhub.models.embedding_classifier import load_embedding_classifier
+
+                clf = load_embedding_classifier(ref.model)
+                key = fingerprint([msgspec.to_builtins(ref), (Path(ref.model) / CLASSIFIER_FILE).read_bytes().hex()])
+                return self._cached("correctness", key, items, lambda xs: clf.predict_turns(
+                    [(d.turns[:i], d.turns[i].content, d) for d, i in xs], device=self.load.device))
 
             def compute(xs):
                 lm = load_lm(ref, self.load)

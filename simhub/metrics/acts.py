@@ -58,7 +58,7 @@ class Acts(Metric):
         if not items:
             return []
         if isinstance(lm, EmbeddingClassifier):
-            return lm.predict([text for _, text, _ in items], device=self.context.load.device)
+            return lm.predict_turns(items, device=self.context.load.device)
         labels = [[*lm.text_ids(label), lm.eot_id] for label in ACTS]
         prompts = [lm.chat_ids(act_messages(history, text, dialogue)) for history, text, dialogue in items]
         best, _ = lm.choose(prompts, labels)

@@ -1,11 +1,17 @@
 """A label classifier on sentence embeddings: multinomial logistic regression over an embedder's vectors.
 
-The demo's act classifier is one (``kind: acts-embedding`` recipes, ``docs/demo.md``): on the sample
-corpus a MiniLM embedding of the student turn and a linear layer label the real test turns' acts
-better than the fine-tuned tiny Llama, and train in seconds instead of minutes. The folder holds one
-JSON file, ``classifier.json``: the embedder's name, the labels, the weights and the bias, what the
-classifier reads (``input``) and how it was trained. Prediction is ``argmax(W·e + b)`` over the
-normalised embedding ``e`` (numpy only; scikit-learn is needed to train, not to predict).
+The demo's act classifier is one (``kind: acts-embedding``): on the sample corpus a MiniLM
+embedding of the student turn and a linear layer label the real test turns' acts better than the
+fine-tuned tiny Llama, and train in seconds instead of minutes. Its correctness labeller for the
+dialogue-level statistics is one too (``kind: correctness-embedding``). The folder holds one JSON
+file, ``classifier.json``: the embedder's name, the labels, the weights and the bias, what the
+classifier reads (``input``) and how it was trained. Prediction is ``argmax(W·x + b)`` over the
+features ``x`` of :data:`INPUTS` (numpy only; scikit-learn is needed to train, not to predict):
+
+* ``turn``: the normalised embedding of the student turn;
+* ``turn+answer+previous``: the turn's embedding ``t``, its elementwise product with the embedding
+  ``a`` of the question's answer key (the correct option's text and the start of the solution),
+  the embedding of the turn before it, and ``t·a``.
 """
 
 from __future__ import annotations
@@ -24,6 +30,29 @@ from simhub.errors import DataError
 CLASSIFIER_FILE = "classifier.json"
 CLASSIFIER_KIND = "simhub-embedding-classifier"
 CLASSIFIER_VERSION = 1
+#: What a classifier can read (its ``input``).
+INPUTS = ("turn", "turn+answer+previous")
+
+
+def answer_key_text(question) -> str:
+    """A question's answer key as one text: the correct option's text, then the solution's start."""
+    import re
+
+    option = question.correct_option
+    match = re.search(rf"Answer {option} Text:\s*(.*)", question.text) if option else None
+    return ((match.group(1).strip() if match else "") + " " + (question.solution or "")[:200]).strip()
+
+
+def features(kind: str, embed, turns: Sequence[str], answers: Sequence[str] = (), previous: Sequence[str] = ()
+             ) -> np.ndarray:
+    """The feature rows of ``kind`` (one of :data:`INPUTS`) for these turns; ``embed`` maps texts to
+    normalised embedding rows."""
+    t = np.asarray(embed(list(turns)), dtype=np.float64)
+    if kind == "turn":
+        return t
+    a = np.asarray(embed(list(answers)), dtype=np.float64)
+    p = np.asarray(embed(list(previous)), dtype=np.float64)
+    return np.hstack([t, t * a, p, (t * a).sum(axis=1, keepdims=True)])
 
 
 @dataclass
@@ -44,6 +73,9 @@ class EmbeddingClassifier:
     info: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.input not in INPUTS:
+            raise DataError(f"embedding classifier: input {self.input!r} is not one of {', '.join(INPUTS)}",
+                            field="input")
         self.weights = np.asarray(self.weights, dtype=np.float64)
         self.bias = np.asarray(self.bias, dtype=np.float64)
         if self.weights.shape != (len(self.labels), self.weights.shape[-1]) or self.bias.shape != (len(self.labels),):
@@ -60,12 +92,27 @@ class EmbeddingClassifier:
         return [self.labels[i] for i in np.argmax(self.scores(vectors), axis=1)]
 
     def predict(self, texts: Sequence[str], *, device: str | None = None) -> list[str]:
-        """The label of each text, embedded by the classifier's own embedder (loaded once per process)."""
+        """The label of each text (``input: turn``), embedded by the classifier's own embedder (loaded
+        once per process)."""
         if not texts:
             return []
         from simhub.models.embeddings import load_embedder
 
         return self.predict_vectors(load_embedder(self.embedder, device).encode(list(texts)))
+
+    def predict_turns(self, items: Sequence[tuple[Sequence, str, Any]], *, device: str | None = None) -> list[str]:
+        """The label of each ``(history, student text, dialogue)``, with the features of its ``input``."""
+        if not items:
+            return []
+        if self.input == "turn":
+            return self.predict([text for _, text, _ in items], device=device)
+        from simhub.models.embeddings import load_embedder
+
+        embed = load_embedder(self.embedder, device).encode
+        x = features(self.input, embed, [text for _, text, _ in items],
+                     [answer_key_text(d.question) for _, _, d in items],
+                     [h[-1].content if h else "" for h, _, _ in items])
+        return self.predict_vectors(x)
 
     def save(self, folder: str | os.PathLike[str]) -> Path:
         from simhub.schema import atomic_write_bytes

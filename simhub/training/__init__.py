@@ -16,6 +16,7 @@ from simhub.training.config import KINDS, TrainRecipe, load_recipe
 TRAINERS: dict[str, str] = {
     "student-sft": "simhub.training.sft:train_sft",
     "acts-embedding": "simhub.training.embedding_classifier:train_acts_embedding",
+    "correctness-embedding": "simhub.training.embedding_classifier:train_acts_embedding",
     "tutor-sft": "simhub.training.sft:train_sft",
     "acts": "simhub.training.classifiers:train_classifier",
     "correctness": "simhub.training.classifiers:train_classifier",

@@ -51,7 +51,8 @@ from simhub.errors import ConfigError, UnknownNameError
 from simhub.prompts import MAX_PROMPT_CHARS
 from simhub.training.data import JUDGE_CANDIDATES, SAMPLE_DATA, check_data
 
-Kind = Literal["student-sft", "tutor-sft", "acts", "correctness", "judge", "kt", "student-dpo", "acts-embedding"]
+Kind = Literal["student-sft", "tutor-sft", "acts", "correctness", "judge", "kt", "student-dpo", "acts-embedding",
+               "correctness-embedding"]
 #: The model kinds a recipe can train.
 KINDS: tuple[str, ...] = typing.get_args(Kind)
 

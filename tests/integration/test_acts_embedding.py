@@ -49,3 +49,46 @@ def test_a_training_split_without_every_act_is_refused_before_embedding(tmp_path
     with pytest.raises(DataError, match="the training split has no turn labelled"):
         train(recipe, tmp_path / "acts")
     assert not (tmp_path / "acts").exists()
+
+
+def test_the_demo_correctness_labeller_gives_the_dialogue_statistics_their_labels(simhub_home, sample_corpus,
+                                                                                  tmp_path):
+    """The demo's correctness labeller (``tiny-correctness-emb``: the turn, the answer key and the turn
+    before it, embedded) labels the real test turns, and with it ``correctness_rate_diff`` has a value
+    with a local judge adapter, where it used to be null."""
+    import msgspec
+    import numpy as np
+
+    from simhub.config import ModelRef, load_profile
+    from simhub.evaluation.dialogue_eval import DialogueEvalOptions, Labeller, eval_dialogues
+    from simhub.models.embedding_classifier import load_embedding_classifier
+    from simhub.provision import build_demo_model
+    from simhub.schema import CORRECTNESS_LABELS
+
+    folder = build_demo_model("correctness-emb")
+    clf = load_embedding_classifier(folder)
+    assert clf.labels == list(CORRECTNESS_LABELS) and clf.input == "turn+answer+previous"
+    test = sample_corpus["test"]
+    items = [(d.turns[:i], d.turns[i].content, d) for d in test for i in d.student_turn_indices()
+             if d.turns[i].correctness]
+    gold = np.array([text_label for d in test for i in d.student_turn_indices()
+                     if (text_label := d.turns[i].correctness)])
+    predicted = np.array(clf.predict_turns(items))
+    graded = np.isin(gold, ["correct", "incorrect"])
+    assert len(gold) == 273 and (predicted == gold).mean() >= 0.85  # measured: 0.868
+    assert (predicted[graded] == gold[graded]).mean() >= 0.75  # measured: 0.771 of the correct/incorrect turns
+
+    profile = load_profile("tests/profiles/tiny.yaml")
+    metrics = msgspec.structs.replace(profile.scoring.metrics, correctness_classifier=ModelRef(model=str(folder)),
+                                      acts=ModelRef(model=str(build_demo_model("acts"))), judge=None, knowledge=None,
+                                      tutor_response=None)
+    profile = msgspec.structs.replace(profile, scoring=msgspec.structs.replace(profile.scoring, metrics=metrics))
+    labeller = Labeller(profile, None)
+    assert labeller.no_correctness is None
+    assert labeller.correctness_labels([(d, i) for d in test[:3] for i in d.student_turn_indices()]) == \
+        clf.predict_turns([(d.turns[:i], d.turns[i].content, d) for d in test[:3] for i in d.student_turn_indices()])
+    sim = [msgspec.structs.replace(d, id=f"{d.id}~0", meta={"real_id": d.id}) for d in test[:12]]
+    results = eval_dialogues(profile, test[:12], sim, DialogueEvalOptions(n_resamples=200, progress=False,
+                                                                           cache_dir=str(tmp_path / "cache")))
+    assert results["metrics"]["correctness_rate_diff"]["value"] is not None
+    assert "correctness_rate_diff" not in results.get("null_reasons", {})

@@ -41,7 +41,7 @@ def test_every_recipe_parses(path):
             assert recipe.dpo.beta == 0.1 and recipe.dpo.num_candidates == 4 and recipe.dpo.subsample == 0.2
             assert (recipe.dpo.max_prompt_length, recipe.dpo.max_length) == (512, 1024)
             assert (recipe.dpo.skip_turns, recipe.dpo.epsilon, recipe.dpo.max_pairs_per_turn) == (5, 0.1, 6)
-    elif recipe.kind == "acts-embedding":  # the demo's act classifier: MiniLM embeddings, logistic regression
+    elif recipe.kind.endswith("-embedding"):  # the demo's classifiers on MiniLM embeddings, logistic regression
         assert recipe.base_model == "minilm" and recipe.data == "sample:"
     else:
         assert recipe.base_model == "tiny:llama" and recipe.data == "sample:" and not recipe.bf16
@@ -51,7 +51,7 @@ def test_recipe_files_cover_every_model():
     names = {p.stem for p in RECIPES}
     for name in ("student-sft-3b", "student-sft-8b", "student-dpo-3b", "student-dpo-8b", "acts-8b",
                  "correctness-8b", "kt-8b", "tutor-8b", "tiny-student-sft", "tiny-student-dpo", "tiny-acts",
-                 "tiny-acts-llm",
+                 "tiny-acts-llm", "tiny-correctness-emb",
                  "tiny-correctness", "tiny-judge", "tiny-kt", "tiny-tutor"):
         assert name in names
     for name in ("single_gpu", "multi_gpu", "fsdp"):
