@@ -20,7 +20,10 @@ known KC), never a silent default.
 from __future__ import annotations
 
 import abc
+import json
+import os
 from collections.abc import Hashable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from simhub.errors import DataError, did_you_mean
@@ -95,3 +98,18 @@ class KTModel(abc.ABC):
             cached = frozenset(self.kcs)
             self.__dict__["_kc_frozen"] = cached
         return cached
+
+
+def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A saved model file's JSON object; a DataError naming the file when it is missing, not JSON or
+    not an object."""
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file", file=str(path)) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataError(f"{path}: not a JSON file ({exc})", file=str(path)) from None
+    if not isinstance(raw, dict):
+        raise DataError(f"{path}: expected a JSON object", file=str(path), field="$")
+    return raw

@@ -35,7 +35,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from simhub.errors import ConfigError, DataError
-from simhub.learners.kt.base import KTModel
+from simhub.learners.kt.base import KTModel, read_json_object
 from simhub.runformat import convert_checked
 from simhub.schema import atomic_write_bytes
 from simhub.versions import check_version
@@ -210,21 +210,9 @@ class BKT(KTModel):
     def load(cls, path: str | os.PathLike[str]) -> BKT:
         """The model saved at ``path``; a DataError names the file and what is wrong."""
         path = Path(path)
-        raw = _read_json(path)
+        raw = read_json_object(path)
         version = check_version(raw.get("schema_version"), BKT_READS, str(path), what="BKT file ", file=str(path))
         document = convert_checked(raw, BKTFile, str(path), file=str(path), version=version)
         if not document.kcs:
             raise DataError(f"{path}: kcs: a BKT file needs at least one KC", file=str(path), field="kcs")
         return cls(document.kcs, fit=document.fit, kc_fits=document.kc_fits)
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file", file=str(path)) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"{path}: not a JSON file ({exc})", file=str(path)) from None
-    if not isinstance(raw, dict):
-        raise DataError(f"{path}: expected a JSON object", file=str(path), field="$")
-    return raw

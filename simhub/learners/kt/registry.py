@@ -7,12 +7,11 @@ them. A plugin adds one with :func:`register_kt_backend`.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from simhub.errors import DataError, UnknownNameError
-from simhub.learners.kt.base import KTModel
+from simhub.learners.kt.base import KTModel, read_json_object
 from simhub.registry import LazyRegistry
 
 __all__ = ["kt_backend", "kt_backend_names", "load_kt_model", "register_kt_backend"]
@@ -42,13 +41,7 @@ def load_kt_model(path: str | os.PathLike[str], backend: str | None = None) -> K
     """The model saved at ``path``, by the backend the file names (or ``backend`` when given)."""
     path = Path(path)
     if backend is None:
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise DataError(f"{path}: no such file", file=str(path)) from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise DataError(f"{path}: not a JSON file ({exc})", file=str(path)) from None
-        backend = raw.get("backend") if isinstance(raw, dict) else None
+        backend = read_json_object(path).get("backend")
         if not isinstance(backend, str):
             raise DataError(f"{path}: backend: missing (the file must name its KT backend)", file=str(path),
                             field="backend")
