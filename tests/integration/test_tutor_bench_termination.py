@@ -212,3 +212,26 @@ def test_a_library_callers_own_info_goes_into_run_json_extra(tmp_path):
     bench.run(load_items("sample", 1), ["novice"])
     info = read_run_info(tmp_path / "run" / "run.json")
     assert info.tutors == ["scripted:dump"] and info.extra == {"note": "pilot"}
+
+
+def test_rescore_with_a_judge_judges_a_finished_baseline_run_and_refuses_a_knowsim_one(tmp_path, fake_openai, capsys):
+    fake_openai.responder = _responder(lambda user: json.dumps({"end_turn": 3, "reason": "done by then"}))
+    profile = _endpoint_profile(tmp_path, fake_openai.base_url)
+    out = tmp_path / "plain"
+    assert main(_bench(profile, out, "--full-length", "--no-cache")) == 0
+    assert not _judges(fake_openai)
+    assert main(["tutor-bench", "--rescore", "--output", str(out), "--profile", str(profile), "--termination-judge",
+                 "api-extractor", "--no-cache", "--bootstrap", "300"]) == 0
+    traces = [read_trace(f) for f in sorted((out / TRACES).glob("*.json"))]
+    assert len(_judges(fake_openai)) == len(traces) == 6
+    assert all(t.judged_stop_turn == 3 and t.metrics == _metrics_of(t, 3) for t in traces)
+    rescored = json.loads((out / "rescored-paper.json").read_text())
+    assert rescored["schema_version"] == 3 and rescored["flagged_stops"] == 0
+    # A knowledge-state learner's run is stopped by its rules: a judge is refused, naming a trace.
+    ks = tmp_path / "ks"
+    assert main(["tutor-bench", "--tutor", "scripted:dump", "--n", "1", "--levels", "novice", "--output", str(ks),
+                 "--no-cache", *FAST]) == 0
+    capsys.readouterr()
+    assert main(["tutor-bench", "--rescore", "--output", str(ks), "--profile", str(profile), "--termination-judge",
+                 "api-extractor", "--no-cache"]) == 2
+    assert "knowledge-state learner" in capsys.readouterr().err
