@@ -16,10 +16,12 @@ and repeats no call. A finished conversation's whole trace is cached too, under 
 item and level and a digest of the source of the rules that compute it (:func:`rules_digest`): an
 identical run into another folder copies each trace with no call and no replay, and a change to the
 rules' code replays the turns from the per-call answers instead. A tutor, learner or extractor that
-fails marks its conversation failed with the cause; the run completes and counts it. With a termination judge (stateless learners, see
-:mod:`simhub.tutoring.termination_judge`) the state rules stop nothing; every finished conversation of a
-chunk then gets its judged end turn, and with an IQ rater its rating, each in one batched call
-before its trace is written, so the trace holds them.
+fails marks its conversation failed with the cause; the run completes and counts it.
+
+With a termination judge (stateless learners, see :mod:`simhub.tutoring.termination_judge`) the
+state rules stop nothing; every finished conversation of a chunk then gets its judged end turn, and
+with an IQ rater its rating, each in one batched call before its trace is written, so the trace
+holds them.
 """
 
 from __future__ import annotations
