@@ -164,6 +164,13 @@ IQ_PROMPT_VERSION = "iq-v1"
 IQ_BANDS = ((1, 2, "very poor"), (3, 4, "poor"), (5, 6, "average"), (7, 8, "good"), (9, 10, "excellent"))
 
 
+def _numbered(turns: Sequence[tuple[str, str]]) -> str:
+    """(learner, tutor) pairs as numbered lines, ``[k] Student: ...`` then ``[k] Tutor: ...``."""
+    lines = [line for k, (learner, tutor) in enumerate(turns, 1)
+             for line in (f"[{k}] Student: {learner}", f"[{k}] Tutor: {tutor}")]
+    return "\n".join(lines) if lines else "(no turns)"
+
+
 def iq_messages(question: str, turns: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
     """The chat prompt that rates one whole tutoring conversation's interaction quality (IQ) on 1–10.
 
@@ -177,12 +184,7 @@ def iq_messages(question: str, turns: Sequence[tuple[str, str]]) -> list[dict[st
         f"Grade on a scale of 1 to 10:\n{bands}\n"
         'Reply with one JSON object and nothing else: {"score": a whole number from 1 to 10, '
         '"reason": "one or two sentences on why"}.')
-    lines = []
-    for k, (learner, tutor) in enumerate(turns, 1):
-        lines.append(f"[{k}] Student: {learner}")
-        lines.append(f"[{k}] Tutor: {tutor}")
-    chat = "\n".join(lines) if lines else "(no turns)"
-    user = f"The problem:\n{question}\n\nThe conversation:\n{chat}\n\nGrade the interaction."
+    user = f"The problem:\n{question}\n\nThe conversation:\n{_numbered(turns)}\n\nGrade the interaction."
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
@@ -207,11 +209,6 @@ def stop_messages(question: str, turns: Sequence[tuple[str, str]]) -> list[dict[
         "to the end.\n"
         'Reply with one JSON object and nothing else: {"end_turn": the turn number, '
         '"reason": "one sentence on why"}.')
-    lines = []
-    for k, (learner, tutor) in enumerate(turns, 1):
-        lines.append(f"[{k}] Student: {learner}")
-        lines.append(f"[{k}] Tutor: {tutor}")
-    chat = "\n".join(lines) if lines else "(no turns)"
-    user = (f"The problem:\n{question}\n\nThe conversation ({len(turns)} turns):\n{chat}\n\n"
+    user = (f"The problem:\n{question}\n\nThe conversation ({len(turns)} turns):\n{_numbered(turns)}\n\n"
             f"Which turn, from 1 to {max(1, len(turns))}, is the last one the student would have stayed for?")
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
