@@ -76,8 +76,17 @@ Values = Sequence[float | None] | np.ndarray
 # ----------------------------------------------------------------------------------------- results
 
 
+class _JSONResult:
+    """``as_dict``: a result dataclass as a JSON-ready dict (an interval as a two-element list)."""
+
+    __slots__ = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return _jsonable(asdict(self))  # type: ignore[call-overload]
+
+
 @dataclass(frozen=True, slots=True)
-class BootstrapCI:
+class BootstrapCI(_JSONResult):
     """A statistic with its cluster-bootstrap percentile interval.
 
     ``estimate`` is the statistic on the original items (None when undefined), ``ci`` the interval at
@@ -92,13 +101,9 @@ class BootstrapCI:
     n_dropped: int
     n_clusters: int
 
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (the interval as a two-element list)."""
-        return _jsonable(asdict(self))
-
 
 @dataclass(frozen=True, slots=True)
-class MeanCI:
+class MeanCI(_JSONResult):
     """The mean of a metric over its non-null items, as a report shows it, with a cluster interval.
 
     ``mean`` and ``std`` (population std, ddof=0, as the "mean ± std" of docs/protocol.md §3 and numpy's default) are
@@ -116,13 +121,9 @@ class MeanCI:
     n_dropped: int
     n_clusters: int
 
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (the interval as a two-element list)."""
-        return _jsonable(asdict(self))
-
 
 @dataclass(frozen=True, slots=True)
-class PairedComparison:
+class PairedComparison(_JSONResult):
     """Run A against run B on the same items, using only items where both are non-null.
 
     ``a`` and ``b`` are the two means over those ``n`` paired items (so they can differ from each
@@ -141,10 +142,6 @@ class PairedComparison:
     n: int
     n_clusters: int
     p_holm: float | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (the interval as a two-element list)."""
-        return _jsonable(asdict(self))
 
 
 # ------------------------------------------------------------------------------------ bootstrap
