@@ -19,6 +19,7 @@ lock file (``.NAME.lock`` beside the model's folder) and then use what it built.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -167,8 +168,10 @@ def build_tiny(name: str) -> Path:
 DEMO_RECIPE_FILE = "demo_recipe.json"
 
 
+@functools.cache
 def _shipped_recipe(name: str) -> dict:
-    """The ``tiny-NAME`` recipe this simhub ships, as JSON values (what :data:`DEMO_RECIPE_FILE` records)."""
+    """The ``tiny-NAME`` recipe this simhub ships, as JSON values (what :data:`DEMO_RECIPE_FILE` records);
+    read once per process (readiness polls :func:`is_built`). Callers must not change it."""
     from simhub.training import load_recipe
 
     return json.loads(json.dumps(load_recipe(f"tiny-{name}").to_dict(), default=str))

@@ -291,9 +291,14 @@ class Bench:
         order = [folder / trace_name(t.id, i.id, lv) for t in self.tutors for i in items for lv in levels]
         return [traces[p.name] for p in order]
 
+    @functools.cached_property
+    def _settings_key(self) -> str:
+        """The run's settings and rules, hashed once (part of every whole-trace key)."""
+        return fingerprint(["trace", rules_digest(), self.settings()])
+
     def _trace_key(self, tutor: BenchTutor, item: Item, level: str) -> str:
-        return fingerprint(["trace", rules_digest(), self.settings(), tutor.describe(), _graph_key(item.graph),
-                            item.id, item.question, level])
+        return fingerprint([self._settings_key, tutor.describe(), _graph_key(item.graph), item.id, item.question,
+                            level])
 
     def _cached_trace(self, tutor: BenchTutor, item: Item, level: str) -> Trace | None:
         """The trace of this conversation from an identical earlier run, if the cache has it."""
