@@ -168,15 +168,11 @@ class Labeller:
     def correctness_labels(self, items: list[tuple[Dialogue, int]]) -> list[str | None]:
         if self.correctness_ref is not None:
             ref = self.correctness_ref
-            from simhub.models.embedding_classifier import CLASSIFIER_FILE, is_embedding_classifier
+            from simhub.models.embedding_classifier import classifier_at
 
-            if ref.adapter is None and is_embedding_classifier(ref.model):  # the demo's: MiniLM features
-                from pathlib import Path
-
-                from simhub.models.embedding_classifier import load_embedding_classifier
-
-                clf = load_embedding_classifier(ref.model)
-                key = fingerprint([msgspec.to_builtins(ref), (Path(ref.model) / CLASSIFIER_FILE).read_bytes().hex()])
+            clf = classifier_at(ref)
+            if clf is not None:  # the demo's: MiniLM features
+                key = fingerprint([msgspec.to_builtins(ref), clf.digest])
                 return self._cached("correctness", key, items, lambda xs: clf.predict_turns(
                     [(d.turns[:i], d.turns[i].content, d) for d, i in xs], device=self.load.device))
 

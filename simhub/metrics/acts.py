@@ -12,13 +12,12 @@ turn's text alone, and its prediction is always one of the labels too.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 from simhub.config import ModelRef
 from simhub.metrics.base import Metric, MetricResult, Output, ScoreItem
 from simhub.models import LanguageModel, load_lm
-from simhub.models.embedding_classifier import EmbeddingClassifier, is_embedding_classifier, load_embedding_classifier
+from simhub.models.embedding_classifier import EmbeddingClassifier, classifier_at
 from simhub.prompts import act_messages
 from simhub.schema import ACTS
 
@@ -45,9 +44,7 @@ class Acts(Metric):
 
     def load(self) -> LanguageModel | EmbeddingClassifier:
         ref = self.config.plain()
-        if ref.adapter is None and is_embedding_classifier(ref.model):
-            return _classifier(ref.model)
-        return load_lm(ref, self.context.load)
+        return classifier_at(ref) or load_lm(ref, self.context.load)
 
     def skip(self, item: ScoreItem) -> dict[str, str]:
         return {"acts": NO_LABEL} if item.real.act is None else {}
@@ -75,8 +72,3 @@ class Acts(Metric):
             return item.candidate
         return model.chat_text(act_messages(item.history, item.candidate, item.dialogue))
 
-
-@functools.lru_cache(maxsize=8)
-def _classifier(path: str) -> EmbeddingClassifier:
-    """An embedding classifier's folder, read once per process."""
-    return load_embedding_classifier(path)

@@ -16,6 +16,8 @@ features ``x`` of :data:`INPUTS` (numpy only; scikit-learn is needed to train, n
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -71,6 +73,8 @@ class EmbeddingClassifier:
     #: What is embedded: ``turn`` (the student turn's text alone).
     input: str = "turn"
     info: dict[str, Any] = field(default_factory=dict)
+    #: sha256 of the file it was read from ("" when built in memory): part of cache keys of its labels.
+    digest: str = ""
 
     def __post_init__(self) -> None:
         if self.input not in INPUTS:
@@ -132,11 +136,27 @@ def is_embedding_classifier(path: str | os.PathLike[str]) -> bool:
     return (Path(path) / CLASSIFIER_FILE).is_file()
 
 
+def classifier_at(ref) -> EmbeddingClassifier | None:
+    """The embedding classifier a model reference (:class:`simhub.config.ModelRef`) names, or None
+    when it names a language model: a folder holding ``classifier.json``, without an adapter. Read
+    once per process and file version."""
+    if ref.adapter is not None or not is_embedding_classifier(ref.model):
+        return None
+    file = Path(ref.model) / CLASSIFIER_FILE
+    return _read_cached(str(file.parent), file.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_cached(folder: str, mtime_ns: int) -> EmbeddingClassifier:
+    return load_embedding_classifier(folder)
+
+
 def load_embedding_classifier(path: str | os.PathLike[str]) -> EmbeddingClassifier:
     """The classifier in folder ``path``; a DataError naming the file and the field when it is not one."""
     file = Path(path) / CLASSIFIER_FILE
     try:
-        doc = json.loads(file.read_text())
+        raw = file.read_bytes()
+        doc = json.loads(raw)
     except OSError as exc:
         raise DataError(f"{file}: cannot read ({exc.strerror})", file=str(file)) from None
     except ValueError as exc:
@@ -152,6 +172,7 @@ def load_embedding_classifier(path: str | os.PathLike[str]) -> EmbeddingClassifi
             raise DataError(f"{file}: no {key!r}", file=str(file), field=key)
     try:
         return EmbeddingClassifier(embedder=doc["embedder"], labels=list(doc["labels"]), weights=np.array(doc["weights"]),
-                                   bias=np.array(doc["bias"]), input=doc.get("input", "turn"), info=doc.get("info", {}))
+                                   bias=np.array(doc["bias"]), input=doc.get("input", "turn"), info=doc.get("info", {}),
+                                   digest=hashlib.sha256(raw).hexdigest())
     except DataError as exc:
         raise DataError(f"{file}: {exc}", file=str(file), field=exc.field) from None

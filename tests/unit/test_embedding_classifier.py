@@ -43,6 +43,14 @@ def test_prediction_is_scikit_learns_in_any_label_order(tmp_path):
     back = load_embedding_classifier(tmp_path / "acts")
     assert back.labels == labels and back.info == {"C": 0.1} and back.embedder == "minilm" and back.input == "turn"
     assert back.predict_vectors(probe) == clf.predict_vectors(probe)
+    import hashlib
+
+    from simhub.config import ModelRef
+    from simhub.models.embedding_classifier import classifier_at
+
+    assert back.digest == hashlib.sha256(path.read_bytes()).hexdigest() and clf.digest == ""
+    assert classifier_at(ModelRef(model=str(tmp_path / "acts"))).digest == back.digest
+    assert classifier_at(ModelRef(model=str(tmp_path))) is None  # a folder without classifier.json: a language model
 
 
 def _write(folder, doc):
