@@ -58,11 +58,20 @@ def run(extractor_name: str, n: int, workdir: Path, folder: str) -> dict:
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _judges_responder(body: dict) -> str:
+#: How the IQ rater's and the termination judge's system prompts begin (simhub.prompts.learners).
+RATER, JUDGE = "You review a finished chat", "You read a chat between a tutor and a student"
+
+
+def _role(body: dict) -> str:
     system = body["messages"][0]["content"]
-    if system.startswith("You review a finished chat"):  # the IQ rater
+    return "iq_rater" if system.startswith(RATER) else "termination_judge" if system.startswith(JUDGE) else "learner"
+
+
+def _judges_responder(body: dict) -> str:
+    role = _role(body)
+    if role == "iq_rater":
         return json.dumps({"score": 6, "reason": "clear"})
-    if system.startswith("You read a chat between a tutor and a student"):  # the termination judge
+    if role == "termination_judge":
         turns = int(body["messages"][-1]["content"].split("The conversation (", 1)[1].split(" ", 1)[0])
         return json.dumps({"end_turn": max(1, (turns + 1) // 2), "reason": "nothing new after this"})
     return "I am not sure how to start. Can you show me the first step?"  # the zs learner
@@ -96,10 +105,7 @@ def run_judges(n: int, latency: float, workdir: Path) -> dict:
                 requests = server.chat_requests()[before:]
                 roles = {"learner": 0, "iq_rater": 0, "termination_judge": 0}
                 for r in requests:
-                    system = r.body["messages"][0]["content"]
-                    key = ("iq_rater" if system.startswith("You review a finished chat") else "termination_judge"
-                           if system.startswith("You read a chat between") else "learner")
-                    roles[key] += 1
+                    roles[_role(r.body)] += 1
                 results = json.loads((folder / "results.json").read_text())
                 convs = results["conversations"]
                 rows[attempt] = {"exit": code, "wall_s": round(wall, 3), "conversations": convs,
