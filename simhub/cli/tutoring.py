@@ -126,6 +126,11 @@ def _tutor_bench(args: argparse.Namespace) -> int:
         return _agree(args, args.action[1], args.action[2])
     if not args.output:
         raise ConfigError("--output: the run folder is required", field="output")
+    if args.learner == "kt-learner":
+        return _kt_bench(args)
+    for flag in ("scenarios", "days", "abilities", "repeats", "kt_model", "responses", "kt_items", "role_player"):
+        if getattr(args, flag) is not None:
+            raise ConfigError(f"--{flag.replace('_', '-')}: only with --learner kt-learner", field=flag)
     if args.rescore:
         return _rescore(args)
     from simhub.cli.common import profile_for
@@ -209,6 +214,111 @@ def _tutor_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kt_bench(args: argparse.Namespace) -> int:
+    """``--learner kt-learner``: the multi-day bench of docs/kt-learner.md."""
+    from simhub.cli.common import all_failed, check_output
+    from simhub.config import load_profile
+    from simhub.errors import ConfigError
+    from simhub.learners.kt import load_scenarios
+    from simhub.learners.kt.student import LearnerSettings, StandInRolePlayer, assign_seeds, persona_seeds
+    from simhub.schema import write_jsonl
+    from simhub.tutoring.kt_bench import (
+        TRACES,
+        KTBench,
+        KTBenchOptions,
+        check_abilities,
+        heldout_calibration,
+        is_kt_trace_file,
+        learner_dialogues,
+        learner_parts,
+        plan_runs,
+        read_kt_trace,
+        run_id,
+        sample_log,
+    )
+    from simhub.tutoring.kt_results import format_kt_results, summarize_kt, write_kt_results
+    from simhub.tutoring.kt_tutors import build_kt_tutor
+
+    for flag in ("iq_rater", "termination_judge"):
+        if getattr(args, flag):
+            raise ConfigError(f"--{flag.replace('_', '-')}: not for --learner kt-learner (its judges are not built)",
+                              field=flag)
+    if args.extractor != "offline":
+        raise ConfigError("--extractor: the KT learner reads graded answers, not turns; leave it out", field="extractor")
+    if args.rescore:
+        folder = Path(args.output) / TRACES
+        files = sorted(f for f in folder.glob("*.json") if is_kt_trace_file(f)) if folder.is_dir() else []
+        if not files:
+            from simhub.errors import DataError
+
+            raise DataError(f"{args.output}: no KT-learner traces to rescore (expected {folder}/*.json)",
+                            file=str(args.output))
+        traces = [read_kt_trace(f) for f in files]
+        results = summarize_kt(traces, settings={"rescored": True}, n_resamples=args.bootstrap, seed=args.seed)
+        path = write_kt_results(results, args.output)
+        print(format_kt_results(results))
+        print(f"-> {path} (no model was called)")
+        return 0
+    if not args.tutor:
+        raise ConfigError("--tutor: name at least one tutor (scripted:weakest, scripted:silent or a profile tutor "
+                          "with kind: openai)", field="tutor")
+    if args.repeats is not None and args.repeats < 1:
+        raise ConfigError(f"--repeats: {args.repeats} must be at least 1", field="repeats")
+    scenarios = load_scenarios(args.scenarios or "core", days=args.days)
+    abilities = check_abilities(args.abilities or "average")
+    repeats = args.repeats or 1
+    settings = LearnerSettings()
+    check_output(args.output, folder=True)
+    raw = load_profile(args.profile)
+    tutors = [build_kt_tutor(t, raw) for t in dict.fromkeys(args.tutor)]
+    model, model_id, log, bank = learner_parts(args.kt_model or "sample", args.responses or "sample",
+                                               args.kt_items or "sample")
+    if args.role_player:
+        from simhub.cli.common import profile_for
+        from simhub.learners.kt.student import LLMRolePlayer
+        from simhub.simulation import load_options
+        from simhub.tutoring.components import chat_model
+
+        sims = [args.role_player] if args.role_player in raw.simulators else []
+        profile = profile_for(args, metrics=[], simulators=sims, tutors=[] if sims else [args.role_player], loaded=raw)
+        role_player = LLMRolePlayer(chat_model(args.role_player, profile, load_options(profile), field="role_player"),
+                                    name=args.role_player, settings=settings)
+    else:
+        role_player = StandInRolePlayer(settings)
+    pool = persona_seeds(log, model, n_warmup=settings.n_warmup)
+    ids = [run_id(sc, ab, r) for sc in scenarios for ab in abilities for r in range(repeats)]
+    seeds = assign_seeds(pool, ids, seed=args.seed, share=args.share_seeds)
+    plans = plan_runs(scenarios, abilities, repeats, args.seed, seeds)
+    bench = KTBench(tutors, plans, model=model, model_id=model_id, bank=bank, seeds=seeds, role_player=role_player,
+                    settings=settings, output=args.output,
+                    options=KTBenchOptions(cache_dir=args.cache_dir, no_cache=args.no_cache),
+                    info={"profile": raw.source or raw.name, "scenarios": args.scenarios or "core", "days": args.days,
+                          "abilities": abilities, "repeats": repeats, "tutors": [t.id for t in tutors]})
+    total = len(plans) * len(tutors)
+    done = {"n": 0}
+
+    def progress(trace) -> None:
+        done["n"] += 1
+        if done["n"] % 10 == 0 or done["n"] == total:
+            print(f"  {done['n']}/{total} runs finished", file=sys.stderr)
+
+    traces = bench.run(on_run=progress)
+    results = summarize_kt(traces, settings=bench.settings(), tutor_order=[t.id for t in tutors],
+                           n_resamples=args.bootstrap, seed=args.seed)
+    if args.responses in (None, "sample") and (args.kt_model in (None, "sample")):
+        results.learner["kt_heldout_calibration"] = heldout_calibration(model, sample_log("test"))
+    path = write_kt_results(results, args.output)
+    dialogues = learner_dialogues(traces)
+    write_jsonl(Path(args.output) / "learner_dialogues.jsonl", dialogues)
+    print(format_kt_results(results))
+    print(f"learner-days run: {bench.days_run} (runs copied from the cache: {bench.cache_hits})")
+    print(f"-> {path}; the learner's chats for simhub eval-dialogues: {Path(args.output) / 'learner_dialogues.jsonl'}")
+    days = [d for t in traces for d in t.days]
+    if days and all(d.failed for d in days):
+        return all_failed("learner-days", len(days), [d.failed or "" for d in days])
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser("tutor-bench", help="rank tutors by what a knowledge-state learner learns from them (KG, DC, CO)",
                        description="Run a tutor bench (--output DIR), rescore one (--rescore), or check it against "
@@ -216,11 +326,12 @@ def register(sub) -> None:
     p.add_argument("action", nargs="*", metavar="agree HUMAN.csv RUN_DIR",
                    help="KnowSim's validation protocol against human ratings (docs/tutor-bench.md)")
     add_profile(p)
-    p.add_argument("--tutor", action="append", help="a tutor: scripted:stepwise, scripted:dump, or one of the "
+    p.add_argument("--tutor", action="append", help="a tutor: scripted:stepwise, scripted:dump (kt-learner: scripted:weakest, scripted:silent), or one of the "
                    "profile's tutors: (repeatable)")
     p.add_argument("--learner", default="knowsim", help="knowsim (the scripted stand-in voices the knowledge-state "
-                   "learner), knowsim:MODEL (a profile model role-plays it), or a stateless baseline zs:MODEL, "
-                   "zs-cot:MODEL, zs-cot-prof:MODEL (default: knowsim)")
+                   "learner), knowsim:MODEL (a profile model role-plays it), a stateless baseline zs:MODEL, "
+                   "zs-cot:MODEL, zs-cot-prof:MODEL, or kt-learner (the multi-day KT-grounded learner, with "
+                   "--scenarios and --days) (default: knowsim)")
     p.add_argument("--extractor", default="offline", help="the per-turn signal extractor: offline (MiniLM stand-in), "
                    "offline:lexical, or a profile model (an OpenAI-compatible endpoint in JSON mode) (default: offline)")
     p.add_argument("--compare-extractor", default="auto", help="a second extractor run on every turn only to report "
@@ -251,6 +362,22 @@ def register(sub) -> None:
     p.add_argument("--batch", type=int, default=16, help="conversations advanced together (default 16)")
     p.add_argument("--bootstrap", type=int, default=2000, help="item-bootstrap resamples and permutations (default 2000)")
     p.add_argument("--max-tokens", type=int, default=400, help="new tokens per model turn at most (default 400)")
+    g = p.add_argument_group("--learner kt-learner (the multi-day KT-grounded learner, docs/kt-learner.md)")
+    g.add_argument("--scenarios", help="core (10 personalities x 5 schedules, the default), all (with the "
+                   "adversarial learner), adversarial, ids PERSONALITY__SCHEDULE or PERSONALITY (comma-separated), "
+                   "or a scenario YAML file")
+    g.add_argument("--days", type=int, help="days of every scenario (default: the scenario's, 30)")
+    g.add_argument("--abilities", help="comma-separated: weak, average, strong (default: average)")
+    g.add_argument("--repeats", type=int, help="runs per scenario and ability, each with its own persona seed "
+                   "(default 1); pass^k is over them")
+    g.add_argument("--share-seeds", action="store_true", help="let runs share persona seeds when there are more "
+                   "runs than students in the log")
+    g.add_argument("--kt-model", help="sample (BKT fitted on the sample corpus, the default) or a saved KT model file")
+    g.add_argument("--responses", help="the item-response log of the persona seeds: sample (default) or a CSV "
+                   "(student,item,kc,correct,time)")
+    g.add_argument("--kt-items", help="the item bank: sample (the sample corpus's questions, default) or a JSONL file")
+    g.add_argument("--role-player", metavar="MODEL", help="a profile model that role-plays the learner in JSON "
+                   "(default: the offline stand-in, which samples answers from the KT belief)")
     p.add_argument("--cache-dir", help="content-addressed cache (default: $SIMHUB_HOME/cache)")
     p.add_argument("--no-cache", action="store_true", help="read and write no cache (every model call is made)")
     p.set_defaults(handler=_tutor_bench)

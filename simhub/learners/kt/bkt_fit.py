@@ -95,19 +95,30 @@ class FitSettings:
         return dataclasses.asdict(self)
 
 
-def fit_bkt(data: Mapping[str, Sequences] | object, settings: FitSettings | None = None) -> BKT:
+def fit_bkt(data: Mapping[str, Sequences] | object, settings: FitSettings | None = None, *,
+            pooled: bool = False) -> BKT:
     """A :class:`~simhub.learners.kt.bkt.BKT` fitted per KC to ``data``: ``{kc: [sequence, ...]}``
-    of 0/1 answers, or a :class:`~simhub.learners.kt.logs.ResponseLog`. KCs are fitted in sorted order."""
+    of 0/1 answers, or a :class:`~simhub.learners.kt.logs.ResponseLog`. KCs are fitted in sorted order.
+
+    ``pooled``: one parameter set fitted on every KC's sequences together and given to each KC, the
+    usual remedy when each KC has too few answers for a fit of its own (on the sample corpus's 570
+    answers over 49 KCs the per-KC fits run to the bounds: ``p_learn`` 1, ``p_guess`` 0)."""
     settings = settings or FitSettings()
     sequences = data.kc_sequences() if hasattr(data, "kc_sequences") else data
     if not sequences:
         raise DataError("no observations to fit", field="data")
     params: dict[str, BKTParams] = {}
     fits: dict[str, KCFit] = {}
-    for kc in sorted(sequences):
+    if pooled:
+        shared, fit = fit_kc([s for kc in sorted(sequences) for s in sequences[kc]], settings, kc="pooled")
+        params = dict.fromkeys(sorted(sequences), shared)
+        fits = dict.fromkeys(sorted(sequences), fit)
+    for kc in sorted(sequences) if not pooled else ():
         params[kc], fits[kc] = fit_kc(sequences[kc], settings, kc=kc)
     settings_dict = msgspec.json.decode(msgspec.json.encode(settings.as_dict()))  # JSON-plain, as when loaded
     del settings_dict["method"], settings_dict["seed"]
+    if pooled:
+        settings_dict["pooled"] = True
     return BKT(params, fit=FitInfo(method=settings.method, seed=settings.seed, settings=settings_dict), kc_fits=fits)
 
 

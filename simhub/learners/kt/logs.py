@@ -168,7 +168,7 @@ def write_responses(path: str | os.PathLike[str], log: ResponseLog | Iterable[Re
     return path
 
 
-def _item_of(dialogue: Dialogue) -> str:
+def item_of(dialogue: Dialogue) -> str:
     question = dialogue.meta.get("question_id") if dialogue.meta else None
     if question is not None:
         return str(question)
@@ -190,7 +190,7 @@ def responses_from_dialogues(dialogues: Iterable[Dialogue]) -> ResponseLog:
     """
     rows: list[Response] = []
     for dialogue in dialogues:
-        item = _item_of(dialogue)
+        item = item_of(dialogue)
         turns = dialogue.turns
         for index, turn in enumerate(turns):
             if turn.role != "student" or turn.correctness not in ("correct", "incorrect"):

@@ -1,0 +1,367 @@
+"""``simhub tutor-bench --learner kt-learner``: tutors over many days with a KT-grounded learner.
+
+One *run* is one (scenario, ability, repeat): a persona seed (a real student's history replayed
+through the KT model) followed over the scenario's days. Every tutor gets every run, with the same
+persona seed and the same per-day random draws, so the tutors' runs are paired. Per session day:
+pre-session probe, the tutor's turns through the LMS actions, post-session probe
+(:mod:`simhub.learners.kt.lms`). Days without a study block in the schedule have no session.
+
+The run folder is the tutor bench's: ``run.json`` (the settings every run must share), ``traces/``
+(one :class:`KTRunTrace` per tutor and run, rewritten atomically after each day) and
+``results.json``. A killed run resumes at the day it stopped: the finished days are read, the belief
+is their answers replayed, and every draw of a day depends only on the day, so the result is that of
+an uninterrupted run. A finished run's trace is also cached whole under the settings, the tutor,
+the plan and a digest of the rules' source, so an identical run into another folder is a copy.
+A day whose learner or tutor fails is recorded failed with the cause (its answers do not reach the
+belief); the run goes on and the failures are counted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from simhub.cache import ContentCache, fingerprint
+from simhub.errors import DataError
+from simhub.learners.kt.base import KTModel
+from simhub.learners.kt.items import ItemBank
+from simhub.learners.kt.lms import DayRecord, HelpRecord, LMSRun, RunPlan, ToolError, check_failed
+from simhub.learners.kt.scenarios import Scenario
+from simhub.learners.kt.student import ABILITIES, LearnerFailure, LearnerSettings, PersonaSeed, RolePlayer
+from simhub.runformat import check_version, convert_checked
+from simhub.schema import atomic_write_bytes
+from simhub.tutoring.kt_tutors import LMSTutor, TutorFailure
+from simhub.tutoring.trace import RunInfo, read_run_info, write_run_info
+
+__all__ = ["KT_TRACE_VERSION", "KTBench", "KTBenchOptions", "KTRunTrace", "plan_runs", "read_kt_trace"]
+
+KT_TRACE_VERSION = 1
+KT_TRACE_READS = (1,)
+TRACES = "traces"
+RUN_FILE = "run.json"
+
+
+class KTRunTrace(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One tutor's run with one learner: the plan, the learner's start, and every day so far."""
+
+    schema_version: int = KT_TRACE_VERSION
+    kind: str = "kt-learner-run"
+    id: str
+    tutor: str
+    plan: RunPlan
+    unit: list[str]
+    initial_mastery: dict[str, float]
+    #: The persona seed's own warm-up accuracy (the real student's share of correct answers).
+    persona_accuracy: float
+    days: list[DayRecord] = msgspec.field(default_factory=list)
+    help: list[HelpRecord] = msgspec.field(default_factory=list)
+    models: dict[str, Any] = msgspec.field(default_factory=dict)
+    complete: bool = False
+
+    @property
+    def failed_days(self) -> int:
+        return sum(d.failed is not None for d in self.days)
+
+
+def read_kt_trace(path: str | os.PathLike[str]) -> KTRunTrace:
+    import json
+
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataError(f"{path}: not a KT-learner trace ({exc})", file=str(path)) from None
+    if not isinstance(raw, dict):
+        raise DataError(f"{path}: expected a JSON object", file=str(path))
+    version = check_version(raw.get("schema_version"), KT_TRACE_READS, str(path), what="KT-learner trace ",
+                            file=str(path))
+    return convert_checked(raw, KTRunTrace, str(path), file=str(path), version=version)
+
+
+def write_kt_trace(path: Path, trace: KTRunTrace) -> None:
+    atomic_write_bytes(path, msgspec.json.format(msgspec.json.encode(trace), indent=1))
+
+
+def is_kt_trace_file(path: Path) -> bool:
+    try:
+        head = path.read_bytes()[:200]
+    except OSError:
+        return False
+    return b'"kind":"kt-learner-run"' in head.replace(b" ", b"")
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "x"
+
+
+def plan_runs(scenarios: Sequence[Scenario], abilities: Sequence[str], repeats: int, seed: int,
+              seeds: Mapping[str, PersonaSeed]) -> list[RunPlan]:
+    """One plan per (scenario, ability, repeat), ``seeds`` giving each run's persona seed by run id."""
+    plans = []
+    for sc in scenarios:
+        for ability in abilities:
+            for r in range(repeats):
+                run = run_id(sc, ability, r)
+                p, s = sc.personality, sc.schedule
+                plans.append(RunPlan(run=run, scenario=sc.id, personality=p.id, personality_text=p.description,
+                                     help_trigger=p.help_trigger, help_rate=p.help_rate, engagement=p.engagement,
+                                     replies=p.replies, adversarial=p.adversarial,
+                                     session_days=tuple(sc.session_days()), days=sc.days, turns=s.turns,
+                                     probe_items=s.probe_items, ability=ability, persona=seeds[run].student,
+                                     seed=seed))
+    return plans
+
+
+def run_id(scenario: Scenario, ability: str, repeat: int) -> str:
+    return f"{scenario.id}__{ability}__r{repeat}"
+
+
+def check_abilities(text: str | Sequence[str]) -> list[str]:
+    from simhub.errors import UnknownNameError
+
+    names = [x.strip() for x in (text.split(",") if isinstance(text, str) else text) if x.strip()]
+    for n in names:
+        if n not in ABILITIES:
+            raise UnknownNameError("ability", n, ABILITIES, field="abilities")
+    if not names:
+        raise DataError("--abilities: name at least one of weak, average, strong", field="abilities")
+    return list(dict.fromkeys(names))
+
+
+@dataclasses.dataclass
+class KTBenchOptions:
+    cache_dir: str | None = None
+    no_cache: bool = False
+
+
+#: The modules whose code decides a run from its draws: their source is part of a whole run's cache key.
+RULE_MODULES = ("simhub.learners.kt.lms", "simhub.learners.kt.student", "simhub.learners.kt.items",
+                "simhub.learners.kt.bkt", "simhub.learners.kt.scenarios", "simhub.prompts.kt_learner",
+                "simhub.tutoring.kt_bench", "simhub.tutoring.kt_tutors")
+
+
+@functools.lru_cache(maxsize=1)
+def rules_digest() -> str:
+    import hashlib
+    import importlib.util
+
+    h = hashlib.sha256()
+    for name in RULE_MODULES:
+        spec = importlib.util.find_spec(name)
+        origin = spec.origin if spec is not None else None
+        h.update(name.encode())
+        h.update(Path(origin).read_bytes() if origin and Path(origin).is_file() else b"?")
+    return h.hexdigest()
+
+
+def model_digest(model: KTModel) -> str:
+    """A hash of a KT model's parameters (its file's content where it has one)."""
+    to_file = getattr(model, "to_file", None)
+    return fingerprint(msgspec.to_builtins(to_file()) if to_file else [model.backend, list(model.kcs), repr(model)])
+
+
+class KTBench:
+    """One KT-learner bench: tutors × run plans, into ``output``."""
+
+    def __init__(self, tutors: Sequence[LMSTutor], plans: Sequence[RunPlan], *, model: KTModel, model_id: str,
+                 bank: ItemBank, seeds: Mapping[str, PersonaSeed], role_player: RolePlayer,
+                 settings: LearnerSettings, output: str | os.PathLike[str], options: KTBenchOptions | None = None,
+                 info: Mapping[str, Any] | None = None):
+        self.tutors, self.plans = list(tutors), list(plans)
+        self.model, self.model_id, self.bank, self.seeds = model, model_id, bank, seeds
+        self.role_player, self.learner_settings = role_player, settings
+        self.output, self.options, self.info = Path(output), options or KTBenchOptions(), dict(info or {})
+        from simhub.config import cache_root
+
+        self.cache = None if self.options.no_cache else ContentCache(cache_root(self.options.cache_dir), "kt-bench")
+        self.cache_hits = 0
+        self.days_run = 0
+
+    def settings(self) -> dict[str, Any]:
+        return {"learner": "kt-learner", "kt_model": self.model_id, "kt_model_digest": model_digest(self.model),
+                "role_player": self.role_player.describe(),
+                "learner_settings": msgspec.to_builtins(self.learner_settings),
+                "items": fingerprint(sorted(msgspec.to_builtins(list(self.bank.items.values())),
+                                            key=lambda d: d["id"]))}
+
+    def _check_folder(self) -> None:
+        import json
+
+        run_file = self.output / RUN_FILE
+        mine = self.settings()
+        if run_file.is_file():
+            theirs = read_run_info(run_file).settings
+            for key in mine:
+                if json.dumps(theirs.get(key), sort_keys=True) != json.dumps(mine[key], sort_keys=True):
+                    raise DataError(f"{self.output}: holds a tutor-bench run with another {key}; resume it with the "
+                                    f"same settings or choose another --output", file=str(run_file), field=key)
+        self.output.mkdir(parents=True, exist_ok=True)
+        write_run_info(run_file, RunInfo.of(mine, self.info))
+
+    @functools.cached_property
+    def _settings_key(self) -> str:
+        return fingerprint(["kt-run", rules_digest(), self.settings()])
+
+    def _key(self, tutor: LMSTutor, plan: RunPlan) -> str:
+        return fingerprint([self._settings_key, tutor.describe(), msgspec.to_builtins(plan)])
+
+    def path(self, tutor: LMSTutor, plan: RunPlan) -> Path:
+        return self.output / TRACES / f"{_safe(tutor.id)}__{_safe(plan.run)}.json"
+
+    def run(self, on_day: Callable[[KTRunTrace, DayRecord], None] | None = None,
+            on_run: Callable[[KTRunTrace], None] | None = None) -> list[KTRunTrace]:
+        self._check_folder()
+        (self.output / TRACES).mkdir(exist_ok=True)
+        out = []
+        for plan in self.plans:
+            for tutor in self.tutors:
+                trace = self._one(tutor, plan, on_day)
+                out.append(trace)
+                if on_run:
+                    on_run(trace)
+        return out
+
+    def new_run(self, plan: RunPlan) -> LMSRun:
+        return LMSRun(plan, model=self.model, bank=self.bank, persona=self.seeds[plan.run],
+                      role_player=self.role_player, settings=self.learner_settings)
+
+    def _one(self, tutor: LMSTutor, plan: RunPlan, on_day: Callable | None) -> KTRunTrace:
+        path = self.path(tutor, plan)
+        existing = read_kt_trace(path) if path.is_file() else None
+        if existing is not None and existing.complete:
+            return existing
+        if existing is None and self.cache is not None:
+            hit = self.cache.get(self._key(tutor, plan))
+            if hit is not None:
+                try:
+                    trace = msgspec.convert(hit, KTRunTrace)
+                except msgspec.ValidationError:
+                    trace = None
+                if trace is not None:
+                    self.cache_hits += 1
+                    write_kt_trace(path, trace)
+                    return trace
+        run = self.new_run(plan)
+        persona = self.seeds[plan.run]
+        trace = existing or KTRunTrace(
+            id=f"{tutor.id}|{plan.run}", tutor=tutor.id, plan=plan, unit=list(run.unit),
+            initial_mastery=run.masteries(), persona_accuracy=round(sum(c for _, _, c in persona.warmup)
+                                                                    / len(persona.warmup), 6),
+            models={"tutor": tutor.describe(), "role_player": self.role_player.describe(), "kt_model": self.model_id})
+        if existing is not None:
+            run.restore(existing.days, existing.help)
+        done = {d.day for d in trace.days}
+        for day in plan.session_days:
+            if day in done:
+                continue
+            record = self._day(run, tutor, day, plan.turns)
+            self.days_run += 1
+            trace.days, trace.help = list(run.days), [msgspec.structs.replace(h) for h in run.help]
+            write_kt_trace(path, trace)
+            if on_day:
+                on_day(trace, record)
+        trace.complete = True
+        write_kt_trace(path, trace)
+        if self.cache is not None:
+            self.cache.put(self._key(tutor, plan), msgspec.to_builtins(trace))
+        return trace
+
+    @staticmethod
+    def _day(run: LMSRun, tutor: LMSTutor, day: int, turns: int) -> DayRecord:
+        try:
+            run.start_day(day)
+            tutor.start_day(run, day)
+            for t in range(1, turns + 1):
+                run.begin_turn(t)
+                with contextlib.suppress(ToolError):  # a scripted tutor's bad call: logged by the run; the turn ends
+                    tutor.turn(run, day, t)
+                run.end_turn()
+            return run.end_day()
+        except (LearnerFailure, TutorFailure) as exc:
+            return run.fail_day(check_failed(exc))
+        except Exception as exc:  # any other failure of a model call: the day fails, the run goes on
+            return run.fail_day(check_failed(exc))
+
+
+# ------------------------------------------------------------------------- the learner's parts
+
+
+def sample_log(split: str = "train"):
+    """The sample corpus's graded answers (one split)."""
+    from simhub.data.sample import load_sample_corpus
+    from simhub.learners.kt.logs import responses_from_dialogues
+
+    return responses_from_dialogues(load_sample_corpus()[split])
+
+
+def learner_parts(kt_model: str = "sample", responses: str = "sample", items: str = "sample"
+                  ) -> tuple[KTModel, str, Any, ItemBank]:
+    """The KT model (``sample``: BKT, one pooled EM fit on the sample corpus's train split, seed 0; or
+    a saved model file), its id, the persona log (``sample`` or a response CSV) and the item bank
+    (``sample``: the sample corpus's questions; or an item JSONL file)."""
+    from simhub.learners.kt.bkt_fit import FitSettings, fit_bkt
+    from simhub.learners.kt.items import items_from_dialogues, read_items
+    from simhub.learners.kt.logs import read_responses
+    from simhub.learners.kt.registry import load_kt_model
+
+    if kt_model == "sample":
+        model: KTModel = fit_bkt(sample_log("train"), FitSettings(method="em", seed=0), pooled=True)
+    else:
+        model = load_kt_model(kt_model)
+    log = sample_log("train") if responses == "sample" else read_responses(responses)
+    if items == "sample":
+        from simhub.data.sample import load_sample_corpus
+
+        corpus = load_sample_corpus()
+        bank = items_from_dialogues([d for s in ("train", "val", "test") for d in corpus[s]])
+    else:
+        bank = read_items(items)
+    known = set(model.kcs)
+    if not any(kc in known for kc in bank.kcs):
+        raise DataError(f"--items: none of the {len(bank.kcs)} KCs of the item bank is a KC of the KT model "
+                        f"(e.g. {bank.kcs[0]!r})", field="items")
+    return model, (kt_model if kt_model != "sample" else "bkt:sample-pooled-em"), log, bank
+
+
+def heldout_calibration(model: KTModel, log: Any) -> dict[str, Any] | None:
+    """The KT model's own calibration on real answers it was not fitted on: every student of ``log``
+    replayed from the model's initial belief, each answer predicted before it is seen."""
+    from simhub.learners.kt.metrics import calibration
+
+    pred, obs = [], []
+    known = set(model.kcs)
+    for rows in log.by_student().values():
+        b = model.initial_belief()
+        for r in rows:
+            if r.kc not in known:
+                continue
+            pred.append(model.predict(b, r.kc, r.item))
+            obs.append(float(r.correct))
+            b = model.update(b, r.item, r.kc, r.correct)
+    if not pred:
+        return None
+    c = calibration(pred, obs)
+    return {"ece": c.ece, "brier": c.brier, "n": len(pred)}
+
+
+def learner_dialogues(traces: Sequence[KTRunTrace]) -> list[Any]:
+    """Each (run, day) chat with at least one learner message, as a :class:`~simhub.schema.Dialogue`
+    (the tutor's messages as tutor turns), for ``simhub eval-dialogues``."""
+    from simhub.schema import Dialogue, Question, Turn
+
+    out = []
+    for t in traces:
+        for d in t.days:
+            if d.failed or not any(m.role == "learner" for m in d.messages):
+                continue
+            turns = [Turn(role="student" if m.role == "learner" else "tutor", content=m.text) for m in d.messages]
+            out.append(Dialogue(id=f"{_safe(t.tutor)}~{t.plan.run}~d{d.day}", question=Question(text=", ".join(t.unit)),
+                                turns=turns, meta={"tutor": t.tutor, "run": t.plan.run, "day": d.day}))
+    return out

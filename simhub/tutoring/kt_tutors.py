@@ -1,0 +1,192 @@
+"""The tutors of the KT-learner bench: they act through the LMS actions of :mod:`simhub.learners.kt.lms`.
+
+* ``scripted:silent`` never acts (every turn records ``stay_silent``): the floor;
+* ``scripted:weakest`` reads the mastery and works the weakest KCs: it answers an open help request,
+  pushes a worked example on the weakest KC, and assigns practice items on the two weakest;
+* any ``tutors:`` entry of the profile with ``kind: openai``: a chat model given the actions as OpenAI
+  tools (:class:`ToolTutor`), called with the official ``openai`` client, the way agent frameworks
+  call tools. Each turn it may call tools (their results go back to it) until it answers without a
+  tool call; text it answers with is sent to the learner as a message. A tool call with bad
+  arguments gets the error back as the tool's result and is logged; the run goes on.
+
+The two scripted tutors are references for the demo and tests, not tutors to rank.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from typing import Any
+
+from simhub.config import Profile
+from simhub.errors import ConfigError, UnknownNameError
+from simhub.learners.kt.lms import TOOLS, LMSRun, ToolError
+
+SCRIPTED_KT = ("scripted:weakest", "scripted:silent")
+
+
+class TutorFailure(Exception):
+    """The tutor could not act (its endpoint failed): the day is marked failed."""
+
+
+class LMSTutor(ABC):
+    id: str = "tutor"
+
+    def describe(self) -> dict[str, Any]:
+        return {"id": self.id}
+
+    def start_day(self, run: LMSRun, day: int) -> None:  # noqa: B027 (optional hook)
+        """Called once a day after the pre-session probe (a stateful tutor resets here)."""
+
+    @abstractmethod
+    def turn(self, run: LMSRun, day: int, turn: int) -> None:
+        """Act on ``run`` for one turn (any number of :meth:`LMSRun.call`\\s)."""
+
+
+class SilentTutor(LMSTutor):
+    id = "scripted:silent"
+
+    def describe(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": "scripted", "version": 1}
+
+    def turn(self, run: LMSRun, day: int, turn: int) -> None:
+        return None
+
+
+class WeakestTutor(LMSTutor):
+    id = "scripted:weakest"
+
+    def describe(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": "scripted", "version": 1}
+
+    def turn(self, run: LMSRun, day: int, turn: int) -> None:
+        mastery: dict[str, float] = run.call("get_mastery")
+        weakest = sorted(mastery, key=lambda k: (mastery[k], k))[:2]
+        items = run.call("get_unit_content")
+        by_kc: dict[str, list[str]] = {}
+        for it in items:
+            by_kc.setdefault(it["kc"], []).append(it["id"])
+        if turn == 1:
+            open_requests = run.call("get_messages")["open_help_requests"]
+            kc = open_requests[-1]["kc"] if open_requests else weakest[0]
+            example = next((i for i in run.bank.by_kc.get(kc, []) if i.explanation), None)
+            if example is not None:
+                run.call("provide_content", {"kc": kc, "kind": "example",
+                                             "text": f"Worked example. {example.question} {example.explanation}"})
+            run.call("send_message", {"text": f"Today we work on {kc}. Look at the example, then try the practice."})
+        assign = [i for kc in weakest for i in by_kc.get(kc, [])[:2]]
+        if assign:
+            run.call("assign_items", {"item_ids": assign})
+
+
+# ---------------------------------------------------------------------------------- tool tutor
+
+_SYSTEM = (
+    "You are the tutor of one student on a maths learning platform, over many days. Each day has a few turns. "
+    "In a turn you may call the platform's tools: read the student's mastery, activity, schedule, messages and the "
+    "unit's items; assign practice items, adjust difficulty, push content, message the student, or stay silent. "
+    "Choose what helps the student learn; do not hand over answers. When you are done with the turn, reply "
+    "without a tool call (any text you reply with is sent to the student).")
+
+
+class ToolTutor(LMSTutor):
+    """A chat model of the profile acting through OpenAI tool calls (see the module docstring)."""
+
+    def __init__(self, name: str, base_url: str, model: str, api_key: str | None, *, temperature: float = 0.0,
+                 max_tokens: int = 600, max_steps: int = 8, timeout_s: float = 120.0, max_retries: int = 2):
+        self.id, self.base_url, self.model = name, base_url, model
+        self.temperature, self.max_tokens, self.max_steps = temperature, max_tokens, max_steps
+        self._key, self._timeout, self._retries = api_key, timeout_s, max_retries
+        self._client: Any = None
+        self._messages: list[dict[str, Any]] = []
+
+    def describe(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": "openai-tools", "model": self.model, "base_url": self.base_url,
+                "temperature": self.temperature, "max_tokens": self.max_tokens, "max_steps": self.max_steps,
+                "version": 1}
+
+    def client(self) -> Any:
+        if self._client is None:
+            import openai
+
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=self._key or "none",
+                                         timeout=self._timeout, max_retries=self._retries)
+        return self._client
+
+    def start_day(self, run: LMSRun, day: int) -> None:
+        self._messages = [{"role": "system", "content": _SYSTEM}]
+
+    def turn(self, run: LMSRun, day: int, turn: int) -> None:
+        self._messages.append({"role": "user", "content": f"Day {day}, turn {turn} of {run.plan.turns}."})
+        for _ in range(self.max_steps):
+            try:
+                reply = self.client().chat.completions.create(
+                    model=self.model, messages=self._messages, tools=TOOLS, temperature=self.temperature,
+                    max_tokens=self.max_tokens, seed=day * 100 + turn)
+            except Exception as exc:  # the endpoint failed: the day is marked failed
+                raise TutorFailure(f"tutor: {type(exc).__name__}: {str(exc)[:200]}") from None
+            message = reply.choices[0].message
+            calls = list(message.tool_calls or [])
+            entry: dict[str, Any] = {"role": "assistant", "content": message.content or ""}
+            if calls:
+                entry["tool_calls"] = [{"id": c.id, "type": "function",
+                                        "function": {"name": c.function.name, "arguments": c.function.arguments}}
+                                       for c in calls]
+            self._messages.append(entry)
+            if not calls:
+                if (message.content or "").strip():
+                    run.call("send_message", {"text": message.content.strip()[:4000]})
+                return
+            for c in calls:
+                self._messages.append({"role": "tool", "tool_call_id": c.id,
+                                       "content": json.dumps(self._run_tool(run, c.function.name,
+                                                                            c.function.arguments))})
+
+    @staticmethod
+    def _run_tool(run: LMSRun, name: str, arguments: str | None) -> Any:
+        try:
+            args = json.loads(arguments or "{}")
+        except json.JSONDecodeError as exc:
+            return {"error": f"arguments: not JSON ({exc.msg})"}
+        if not isinstance(args, dict):
+            return {"error": "arguments: expected a JSON object"}
+        try:
+            return run.call(name, args)
+        except ToolError as exc:  # logged by the run; the tutor gets the error and goes on
+            return {"error": str(exc)}
+
+
+def kt_tutor_names(profile: Profile | None) -> list[str]:
+    names = list(SCRIPTED_KT)
+    if profile is not None:
+        names += [n for n, c in profile.tutors.items() if c.kind == "openai"]
+    return names
+
+
+def build_kt_tutor(name: str, profile: Profile | None) -> LMSTutor:
+    if name == WeakestTutor.id:
+        return WeakestTutor()
+    if name == SilentTutor.id:
+        return SilentTutor()
+    known = kt_tutor_names(profile)
+    if profile is None or name not in profile.tutors:
+        raise UnknownNameError("tutor", name, known, field="tutor")
+    config = profile.tutors[name]
+    if config.kind != "openai":
+        raise ConfigError(f"--tutor {name}: the KT-learner bench's tutors act through tool calls, so a profile "
+                          f"tutor must be an OpenAI-compatible endpoint (kind: openai), not kind: {config.kind}",
+                          field="tutor")
+    import os
+
+    from simhub.models.endpoints import key_names
+
+    settings = config.endpoint
+    if not settings.base_url:
+        raise ConfigError(f"tutors.{name}.endpoint.base_url: required for a tool-calling tutor",
+                          field=f"tutors.{name}.endpoint.base_url")
+    names = key_names(settings.base_url, settings.api_key_env, kind="tutor", field=f"tutors.{name}.endpoint")
+    key = next((os.environ[n] for n in names if os.environ.get(n)), None)
+    if names and key is None:
+        raise ConfigError(f"tutors.{name}: set {' or '.join(names)} to the endpoint's key", field=f"tutors.{name}")
+    return ToolTutor(name, settings.base_url, config.model, key, timeout_s=settings.timeout_s,
+                     max_retries=settings.max_retries)
