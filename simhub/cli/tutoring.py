@@ -128,7 +128,8 @@ def _tutor_bench(args: argparse.Namespace) -> int:
         raise ConfigError("--output: the run folder is required", field="output")
     if args.learner == "kt-learner":
         return _kt_bench(args)
-    for flag in ("scenarios", "days", "abilities", "repeats", "kt_model", "responses", "kt_items", "role_player"):
+    for flag in ("scenarios", "days", "abilities", "repeats", "kt_model", "responses", "kt_items", "role_player",
+                 "judge"):
         if getattr(args, flag) is not None:
             raise ConfigError(f"--{flag.replace('_', '-')}: only with --learner kt-learner", field=flag)
     if args.rescore:
@@ -285,13 +286,26 @@ def _kt_bench(args: argparse.Namespace) -> int:
                                     name=args.role_player, settings=settings)
     else:
         role_player = StandInRolePlayer(settings)
+    judges = []
+    if args.judge:
+        from simhub.cli.common import profile_for
+        from simhub.simulation import load_options
+        from simhub.tutoring.components import chat_model
+        from simhub.tutoring.kt_judges import DayJudge
+
+        names = list(dict.fromkeys(args.judge))
+        if len(names) > 3:
+            raise ConfigError(f"--judge: at most three judges, got {len(names)}", field="judge")
+        jprofile = profile_for(args, metrics=[], simulators=[n for n in names if n in raw.simulators],
+                               tutors=[n for n in names if n not in raw.simulators], loaded=raw)
+        judges = [DayJudge(chat_model(n, jprofile, load_options(jprofile), field="judge"), n) for n in names]
     pool = persona_seeds(log, model, n_warmup=settings.n_warmup)
     ids = [run_id(sc, ab, r) for sc in scenarios for ab in abilities for r in range(repeats)]
     seeds = assign_seeds(pool, ids, seed=args.seed, share=args.share_seeds)
     plans = plan_runs(scenarios, abilities, repeats, args.seed, seeds)
     bench = KTBench(tutors, plans, model=model, model_id=model_id, bank=bank, seeds=seeds, role_player=role_player,
                     settings=settings, output=args.output,
-                    options=KTBenchOptions(cache_dir=args.cache_dir, no_cache=args.no_cache),
+                    options=KTBenchOptions(cache_dir=args.cache_dir, no_cache=args.no_cache), judges=judges,
                     info={"profile": raw.source or raw.name, "scenarios": args.scenarios or "core", "days": args.days,
                           "abilities": abilities, "repeats": repeats, "tutors": [t.id for t in tutors]})
     total = len(plans) * len(tutors)
@@ -303,6 +317,9 @@ def _kt_bench(args: argparse.Namespace) -> int:
             print(f"  {done['n']}/{total} runs finished", file=sys.stderr)
 
     traces = bench.run(on_run=progress)
+    if judges:
+        print(f"judges: {bench.judge_calls} session days judged (answered from the cache: {bench.judge_hits})",
+              file=sys.stderr)
     results = summarize_kt(traces, settings=bench.settings(), tutor_order=[t.id for t in tutors],
                            n_resamples=args.bootstrap, seed=args.seed)
     if args.responses in (None, "sample") and (args.kt_model in (None, "sample")):
@@ -376,6 +393,8 @@ def register(sub) -> None:
     g.add_argument("--responses", help="the item-response log of the persona seeds: sample (default) or a CSV "
                    "(student,item,kc,correct,time)")
     g.add_argument("--kt-items", help="the item bank: sample (the sample corpus's questions, default) or a JSONL file")
+    g.add_argument("--judge", action="append", metavar="MODEL", help="a profile model on the judge panel (up to "
+                   "three; repeatable): rates every session day's helpfulness, Gagné, Rosenshine and hand-over")
     g.add_argument("--role-player", metavar="MODEL", help="a profile model that role-plays the learner in JSON "
                    "(default: the offline stand-in, which samples answers from the KT belief)")
     p.add_argument("--cache-dir", help="content-addressed cache (default: $SIMHUB_HOME/cache)")

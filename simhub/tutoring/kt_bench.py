@@ -65,6 +65,8 @@ class KTRunTrace(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     help: list[HelpRecord] = msgspec.field(default_factory=list)
     models: dict[str, Any] = msgspec.field(default_factory=dict)
     complete: bool = False
+    #: The judge panel's votes: ``{day: {judge: {helpfulness, gagne, rosenshine, handover} or {flagged}}}``.
+    judgments: dict[str, dict[str, dict[str, Any]]] = msgspec.field(default_factory=dict)
 
     @property
     def failed_days(self) -> int:
@@ -173,8 +175,11 @@ class KTBench:
     def __init__(self, tutors: Sequence[LMSTutor], plans: Sequence[RunPlan], *, model: KTModel, model_id: str,
                  bank: ItemBank, seeds: Mapping[str, PersonaSeed], role_player: RolePlayer,
                  settings: LearnerSettings, output: str | os.PathLike[str], options: KTBenchOptions | None = None,
-                 info: Mapping[str, Any] | None = None):
+                 info: Mapping[str, Any] | None = None, judges: Sequence[Any] = ()):
         self.tutors, self.plans = list(tutors), list(plans)
+        #: The judge panel (:class:`~simhub.tutoring.kt_judges.DayJudge`), run over every finished run.
+        self.judges = list(judges)
+        self.judge_calls = self.judge_hits = 0
         self.model, self.model_id, self.bank, self.seeds = model, model_id, bank, seeds
         self.role_player, self.learner_settings = role_player, settings
         self.output, self.options, self.info = Path(output), options or KTBenchOptions(), dict(info or {})
@@ -226,7 +231,22 @@ class KTBench:
                 out.append(trace)
                 if on_run:
                     on_run(trace)
+        if self.judges:
+            self._judge(out)
         return out
+
+    def _judge(self, traces: list[KTRunTrace]) -> None:
+        """The panel's votes on every day not judged yet, written into the traces."""
+        from simhub.tutoring.kt_judges import judge_runs
+
+        before = [msgspec.json.encode(t.judgments) for t in traces]
+        asked, hits = judge_runs(self.judges, traces, self.cache)
+        self.judge_calls += asked
+        self.judge_hits += hits
+        for tutor_trace, old in zip(traces, before, strict=True):
+            if msgspec.json.encode(tutor_trace.judgments) != old:
+                tutor = next(t for t in self.tutors if t.id == tutor_trace.tutor)
+                write_kt_trace(self.path(tutor, tutor_trace.plan), tutor_trace)
 
     def new_run(self, plan: RunPlan) -> LMSRun:
         return LMSRun(plan, model=self.model, bank=self.bank, persona=self.seeds[plan.run],

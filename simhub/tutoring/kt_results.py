@@ -38,6 +38,7 @@ from simhub.learners.kt.metrics import (
 )
 from simhub.stats import cluster_mean_ci, holm, paired_compare
 from simhub.tutoring.kt_bench import KTRunTrace
+from simhub.tutoring.kt_judges import run_axes
 from simhub.tutoring.results import Estimate
 
 __all__ = ["GateSettings", "KTBenchResults", "RunMeasures", "format_kt_results", "run_measures", "summarize_kt"]
@@ -113,6 +114,8 @@ class CalibrationResult(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
 
 class TutorKTResult(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     runs: int
+    #: The judge panel's axes (None when no judge ran): helpfulness, gagne, rosenshine, handover_rate.
+    judged: dict[str, Estimate] | None = None
     silent_runs: int
     failed_days: int
     delta_solve: Estimate
@@ -188,7 +191,24 @@ def _by_day(traces: Sequence[KTRunTrace]) -> list[dict[str, float]]:
              "mastery": float(np.mean([x[2] for x in v])), "runs": len(v)} for day, v in sorted(acc.items())]
 
 
-def _gate(ds: float | None, gate: GateSettings) -> tuple[str, list[str]]:
+def _judged(traces: Sequence[KTRunTrace], clusters: list[str], n_resamples: int, seed: int
+            ) -> dict[str, Estimate] | None:
+    if not any(t.judgments for t in traces):
+        return None
+    axes = [run_axes(t) for t in traces]
+    return {name: _estimate([a[name] for a in axes], clusters, n_resamples, seed)
+            for name in ("helpfulness", "gagne", "rosenshine", "handover_rate")}
+
+
+def _gate(ds: float | None, gate: GateSettings, judged: dict[str, Estimate] | None = None) -> tuple[str, list[str]]:
+    """The strictest rule that fires: block (hand-over above the baseline), warn (low helpfulness),
+    monitor (ΔSolve within the noise band), else pass."""
+    handover = judged["handover_rate"].mean if judged else None
+    helpful = judged["helpfulness"].mean if judged else None
+    if handover is not None and handover > gate.block_handover_above:
+        return "block", [f"hand-over rate {handover:.3f} is above {gate.block_handover_above}"]
+    if helpful is not None and helpful < gate.warn_helpfulness:
+        return "warn", [f"helpfulness {helpful:.2f} is below {gate.warn_helpfulness}"]
     if ds is not None and abs(ds) <= gate.monitor_band:
         return "monitor", [f"ΔSolve {ds * 100:+.2f} pp is within ±{gate.monitor_band * 100:.1f} pp (noise)"]
     return "pass", []
@@ -210,6 +230,8 @@ def summarize_kt(traces: Sequence[KTRunTrace], *, settings: dict[str, Any] | Non
         mine = [t for t in traces if t.tutor == tutor]
         ms = [measures[t.id] for t in mine]
         clusters = [m.scenario for m in ms]
+        if len(set(clusters)) < 2:  # one scenario: each run is its own cluster
+            clusters = [m.run for m in ms]
         ds = _estimate([m.delta_solve for m in ms], clusters, n_resamples, seed)
         means[tutor] = ds.mean
         groups: dict[tuple[str, str], list[bool]] = {}
@@ -221,7 +243,15 @@ def summarize_kt(traces: Sequence[KTRunTrace], *, settings: dict[str, Any] | Non
         modes = {name: (float(np.mean(vals)) if vals else None) for name, vals in
                  (("no_gain", [m.no_gain for m in ms if m.no_gain is not None]),
                   ("neglect", [m.neglect for m in ms if m.neglect is not None]))}
-        g, reasons = _gate(ds.mean, gate)
+        judged = _judged(mine, clusters, n_resamples, seed)
+        if judged is not None:
+            axes = [run_axes(t) for t in mine]
+            for name, test in (("no_curriculum", lambda a: a["gagne"] < 1.5),
+                               ("disclosure", lambda a: a["handover_rate"] > 0)):
+                key = "gagne" if name == "no_curriculum" else "handover_rate"
+                vals = [test(a) for a in axes if a[key] is not None]
+                modes[name] = float(np.mean(vals)) if vals else None
+        g, reasons = _gate(ds.mean, gate, judged)
         out[tutor] = TutorKTResult(
             runs=len(ms), silent_runs=sum(m.responsiveness is None for m in ms),
             failed_days=sum(m.failed_days for m in ms), delta_solve=ds,
@@ -229,7 +259,7 @@ def summarize_kt(traces: Sequence[KTRunTrace], *, settings: dict[str, Any] | Non
             responsiveness_same_day=_estimate([m.responsiveness_same_day for m in ms], clusters, n_resamples, seed),
             actions_per_run={k: float(np.mean([m.actions[k] for m in ms])) if ms else 0.0 for k in ACTION_KINDS},
             failure_modes=modes, pass_hat_k=passk, calibration=_calibration(mine), gate=g, gate_reasons=reasons,
-            by_day=_by_day(mine))
+            by_day=_by_day(mine), judged=judged)
     comparisons = _comparisons(tutors, measures, n_resamples, seed)
     failures = [{"run": t.id, "day": d.day, "cause": d.failed} for t in traces for d in t.days if d.failed]
     return KTBenchResults(runs=len({t.plan.run for t in traces}), tutors=out, ranking=_ranking(means),
@@ -247,8 +277,15 @@ def _comparisons(tutors: list[str], measures: dict[str, RunMeasures], n_resample
             shared = [r for r in runs if (a, r) in by and (b, r) in by]
             va = [by[(a, r)].delta_solve for r in shared]
             vb = [by[(b, r)].delta_solve for r in shared]
+            # Runs are clustered by scenario; with a single scenario each run is its own cluster.
             clusters = [by[(a, r)].scenario for r in shared]
-            if not shared:
+            if len(set(clusters)) < 2:
+                clusters = list(shared)
+            pairs = [(x, y) for x, y in zip(va, vb, strict=True) if x is not None and y is not None]
+            if len(set(clusters)) < 2 or len(pairs) < 2:
+                diff = float(np.mean([x - y for x, y in pairs])) if pairs else None
+                out.append(KTComparison(a=a, b=b, metric="delta_solve", diff=diff, ci95=None, p=None, p_holm=None,
+                                        n=len(pairs)))
                 continue
             c = paired_compare(va, vb, clusters, test="permutation", n_resamples=n_resamples,
                                n_permutations=n_resamples, seed=seed)
@@ -346,9 +383,15 @@ def format_kt_results(r: KTBenchResults) -> str:
         lines.append(f"{name} | {_fmt(t.delta_solve, 100.0)} | {_fmt(t.responsiveness)} | "
                      f"{_fmt(t.responsiveness_same_day)} | {t.silent_runs} | {acts} | {ece} | {t.gate}")
     for c in r.comparisons:
-        if c.diff is not None:
+        if c.diff is not None and c.p is None:
+            lines.append(f"{c.a} − {c.b}: ΔSolve {c.diff * 100:+.2f} pp over {c.n} paired run(s) (too few to test)")
+        elif c.diff is not None:
             lines.append(f"{c.a} − {c.b}: ΔSolve {c.diff * 100:+.2f} pp, p = {c.p:.4f} (Holm {c.p_holm:.4f}), "
                          f"n = {c.n} paired runs")
+    for name, t in r.tutors.items():
+        if t.judged:
+            lines.append(f"{name} (judged): helpfulness {_fmt(t.judged['helpfulness'])}, Gagné {_fmt(t.judged['gagne'])}, "
+                         f"Rosenshine {_fmt(t.judged['rosenshine'])}, hand-over rate {_fmt(t.judged['handover_rate'])}")
     fails = sum(t.failed_days for t in r.tutors.values())
     if fails:
         lines.append(f"failed days: {fails} (see results.json failures)")
