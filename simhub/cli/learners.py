@@ -94,6 +94,48 @@ def _graphs(args: argparse.Namespace) -> int:
     return 1 if run.failures and not made and not run.skipped else 0
 
 
+def _kt_fit(args: argparse.Namespace) -> int:
+    """Fit a KT model on an item-response log and save it (``--kt-model`` of the KT-learner bench)."""
+    import sys
+    import time
+    from pathlib import Path
+
+    from simhub.learners.kt.logs import read_responses
+    from simhub.tutoring.kt_bench import heldout_calibration, sample_log
+
+    log = sample_log("train") if args.responses == "sample" else read_responses(args.responses)
+    out = Path(args.output)
+    if not out.parent.is_dir():
+        raise ConfigError(f"--output: the folder {out.parent} does not exist", field="output")
+    start = time.perf_counter()
+    if args.backend == "bkt":
+        from simhub.learners.kt.bkt_fit import FitSettings, fit_bkt
+
+        model = fit_bkt(log, FitSettings(method=args.method, seed=args.seed), pooled=args.pooled)
+    elif args.backend == "akt":
+        from simhub.learners.kt.akt import AKTSettings, fit_akt
+
+        if args.epochs < 1:
+            raise ConfigError(f"--epochs: {args.epochs} must be at least 1", field="epochs")
+        print(f"training AKT on {len(log)} answers of {len(log.students)} students ({args.epochs} epochs)",
+              file=sys.stderr)
+        model = fit_akt(log, AKTSettings(epochs=args.epochs, seed=args.seed))
+    else:
+        from simhub.errors import UnknownNameError
+
+        raise UnknownNameError("KT backend", args.backend, ["bkt", "akt"], field="backend")
+    model.save(out)
+    print(f"{args.backend}: {len(model.kcs)} KCs fitted on {len(log)} answers in {time.perf_counter() - start:.1f} s "
+          f"-> {out}")
+    heldout = args.heldout or ("sample" if args.responses == "sample" else None)
+    if heldout:
+        held = sample_log("test") if heldout == "sample" else read_responses(heldout)
+        cal = heldout_calibration(model, held)
+        if cal is not None:
+            print(f"held-out calibration on {cal['n']} answers: ECE {cal['ece']:.3f}, Brier {cal['brier']:.3f}")
+    return 0
+
+
 def register(sub) -> None:
     learners = sub.add_parser("learners", help="knowledge-state learners: replay knowsim runs, build and check IU graphs")
     lsub = learners.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND", parser_class=type(learners))
@@ -121,6 +163,23 @@ def register(sub) -> None:
     p.add_argument("--n", type=int, help="only the first N items")
     p.add_argument("--retries", type=int, default=2, help="more attempts for an unusable answer (default 2)")
     p.set_defaults(handler=_graphs)
+
+    p = lsub.add_parser("kt-fit", help="fit a KT model (BKT or AKT) on an item-response log, for the KT learner",
+                        description="Fit a knowledge-tracing model on graded answers and save it; "
+                                    "simhub tutor-bench --learner kt-learner --kt-model FILE uses it "
+                                    "(docs/kt-learner.md).")
+    p.add_argument("--backend", default="bkt", help="bkt (EM or grid, per KC or pooled) or akt (pykt-toolkit's "
+                   "AKT, trained here) (default: bkt)")
+    p.add_argument("--responses", default="sample", help="sample (the sample corpus's train split) or a CSV "
+                   "student,item,kc,correct,time (default: sample)")
+    p.add_argument("--heldout", help="a CSV of held-out answers to report the model's calibration on (default with "
+                   "sample: the test split)")
+    p.add_argument("--output", required=True, help="the model file to write (JSON; AKT adds a .safetensors beside it)")
+    p.add_argument("--method", default="em", choices=["em", "grid"], help="bkt: em or grid (default em)")
+    p.add_argument("--pooled", action="store_true", help="bkt: one parameter set for all KCs (for sparse logs)")
+    p.add_argument("--epochs", type=int, default=40, help="akt: training epochs (default 40)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the fit (default 0)")
+    p.set_defaults(handler=_kt_fit)
 
     p = lsub.add_parser("check", help="validate an IU graph file: errors exit 2, warnings are listed")
     p.add_argument("file", help="a simhub graph file (JSON or YAML), a knowsim IU cache, or one graph")

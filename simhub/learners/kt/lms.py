@@ -213,6 +213,7 @@ class LMSRun:
         self.initial = model.replay(persona.warmup)
         self.belief = self.initial
         start = model.masteries(self.initial)
+        self._named = named_kcs(model, self.initial, self.settings)
         self.unit: list[str] = sorted(self.bank.kcs, key=lambda k: (start[k], k))[:self.settings.unit_size]
         self.days: list[DayRecord] = []
         self.help: list[HelpRecord] = []
@@ -245,7 +246,8 @@ class LMSRun:
         return {kc: round(self.model.mastery(self.belief, kc), 6) for kc in (kcs or self.unit)}
 
     def _ctx(self) -> DayContext:
-        weakest, strongest = named_kcs(self.model, self.belief, self.settings)
+        # The weakest and strongest KCs come from the initial belief, as EduClaw-Bench takes them from b_1.
+        weakest, strongest = self._named
         assert self._today is not None
         return DayContext(day=self._today.day, ability=self.plan.ability, personality=self.plan.personality_text,
                           adversarial=self.plan.adversarial, weakest=tuple(weakest), strongest=tuple(strongest),
