@@ -1,7 +1,8 @@
 """The one place that builds the Litestar app: ``create_app(settings)``.
 
 Routes: ``POST /simulate``, ``POST /score``, ``GET /models``, ``GET /health``, ``GET /ready``,
-``GET /metrics``, ``POST /v1/chat/completions``, ``GET /v1/models``, and the OpenAPI schema and
+``GET /metrics``, ``POST /v1/chat/completions``, ``GET /v1/models``, the KT-learner runs of an agent
+tutor under ``/lms`` (:mod:`simhub.serving.lms`), and the OpenAPI schema and
 docs under ``/schema`` (``/schema/openapi.json``; Swagger UI at ``/schema`` and ``/schema/swagger``,
 served from the package, so it works offline).
 
@@ -32,6 +33,7 @@ from simhub.serving.controllers import (
 from simhub.serving.errors import EXCEPTION_HANDLERS, error_response
 from simhub.serving.examples import REQUESTS
 from simhub.serving.guard import body_guard_middleware
+from simhub.serving.lms import LMS_REQUESTS, LMSController, LMSRuns, apply_lms_docs
 from simhub.serving.metrics import ServiceMetrics, access_middleware, configure_logging
 from simhub.serving.openapi import OfflineSwaggerPlugin, apply_limits, apply_request_examples, limits_description
 from simhub.serving.services import Services
@@ -102,7 +104,7 @@ def create_app(settings: ServiceSettings | None = None, profile: Profile | None 
                                           exclude=["/health", "/ready", "/metrics", "/schema"]).middleware)
     middleware.append(body_guard_middleware(settings.limits, error_response))
     app = Litestar(
-        route_handlers=[SimulationController, ScoringController, InfoController, OpenAIController],
+        route_handlers=[SimulationController, ScoringController, InfoController, OpenAIController, LMSController],
         dependencies={"services": Provide(provide_services, sync_to_thread=False)},
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=middleware,
@@ -113,17 +115,20 @@ def create_app(settings: ServiceSettings | None = None, profile: Profile | None 
         logging_config=None,
         openapi_config=OpenAPIConfig(
             title="simhub", version="1",
-            description="Simulated students in tutoring dialogues: simulate and score.\n\n" + limits_description(settings.limits),
+            description="Simulated students in tutoring dialogues: simulate and score; and KT-grounded learners "
+                        "an agent tutor teaches over days (/lms).\n\n" + limits_description(settings.limits),
             path="/schema", render_plugins=[OfflineSwaggerPlugin("/schema")],
             **(_security() if settings.api_key else {}),
         ),
         debug=False,
     )
     apply_limits(app.openapi_schema, settings.limits)
-    apply_request_examples(app.openapi_schema, REQUESTS)
+    apply_request_examples(app.openapi_schema, {**REQUESTS, **LMS_REQUESTS})
+    apply_lms_docs(app.openapi_schema)
     app.state.services = services
     app.state.settings = settings
     app.state.metrics = metrics
+    app.state.lms = LMSRuns()
     return app
 
 

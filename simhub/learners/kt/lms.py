@@ -29,7 +29,7 @@ from typing import Any, Literal
 import msgspec
 
 from simhub.cache import fingerprint
-from simhub.errors import DataError, did_you_mean
+from simhub.errors import DataError, SimhubError, did_you_mean
 from simhub.learners.kt.base import KTModel
 from simhub.learners.kt.items import ItemBank, KTItem, grade
 from simhub.learners.kt.student import (
@@ -356,7 +356,12 @@ class LMSRun:
                 raise ToolError(f"action: unknown action {name!r}{did_you_mean(name, ACTIONS)}; known: "
                                 f"{', '.join(ACTIONS)}", field="action")
             self._check_args(name, args)
-            result = handler(args)
+            try:
+                result = handler(args)
+            except ToolError:
+                raise
+            except SimhubError as exc:  # a lookup's own error (the item bank's unknown item): the tutor's to fix
+                raise ToolError(str(exc), field=exc.field) from None
         except ToolError as exc:
             day.actions.append(Action(turn=self._turn, name=name, args=args, error=str(exc)))
             raise
