@@ -156,13 +156,17 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from simhub.evaluation.report import load_run, table1_data, write_report
+    from simhub.tutoring.kt_report import is_kt_bench, kt_bench_section, load_kt_bench
     from simhub.tutoring.report import bench_section, is_tutor_bench, load_bench
 
     check_output(args.output, folder=False, make_folders=False)
-    bench_dirs = {d for d in args.runs if is_tutor_bench(d)}
+    kt_dirs = {d for d in args.runs if is_kt_bench(d)}  # first: a KT-learner folder is not a tutor-bench one
+    bench_dirs = {d for d in args.runs if d not in kt_dirs and is_tutor_bench(d)}
+    kt_runs = [load_kt_bench(d) for d in args.runs if d in kt_dirs]
     benches = [load_bench(d) for d in args.runs if d in bench_dirs]
-    runs = [load_run(d) for d in args.runs if d not in bench_dirs]
-    path = write_report(runs, args.output, title=args.title, sections=[bench_section(benches)] if benches else [])
+    runs = [load_run(d) for d in args.runs if d not in bench_dirs and d not in kt_dirs]
+    sections = ([bench_section(benches)] if benches else []) + ([kt_bench_section(kt_runs)] if kt_runs else [])
+    path = write_report(runs, args.output, title=args.title, sections=sections)
     if args.json:
         print(json.dumps(table1_data(runs), indent=2))
     print(f"report of {len(args.runs)} run(s) -> {path}", file=sys.stderr if args.json else sys.stdout)
@@ -216,7 +220,8 @@ def register(sub) -> None:
 
     p = sub.add_parser("report", help="one self-contained HTML page over run directories (the leaderboard)")
     p.add_argument("runs", nargs="+", metavar="RUN_DIR",
-                   help="simhub eval or eval-dialogues run directories, one leaderboard row each")
+                   help="simhub eval or eval-dialogues run directories, one leaderboard row each; tutor-bench "
+                        "folders (--learner kt-learner ones too) get a section of their own")
     p.add_argument("--output", required=True, help="HTML file to write (its folder must exist)")
     p.add_argument("--title", help="page title")
     p.add_argument("--json", action="store_true", help="also print the table as JSON")

@@ -40,10 +40,15 @@ from simhub.stats import cluster_mean_ci, holm, paired_compare
 from simhub.tutoring.kt_bench import KTRunTrace
 from simhub.tutoring.kt_judges import run_axes
 from simhub.tutoring.results import Estimate
+from simhub.tutoring.trace import read_document
 
-__all__ = ["GateSettings", "KTBenchResults", "RunMeasures", "format_kt_results", "run_measures", "summarize_kt"]
+__all__ = ["KT_RESULTS_KIND", "GateSettings", "KTBenchResults", "RunMeasures", "format_kt_results", "read_kt_results",
+           "run_measures", "summarize_kt"]
 
 KT_RESULTS_VERSION = 1
+KT_RESULTS_KIND = "kt-learner-results"
+#: The versions :func:`read_kt_results` reads.
+KT_RESULTS_READS = (1,)
 
 
 class GateSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -144,7 +149,7 @@ class KTComparison(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 class KTBenchResults(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     schema_version: int = KT_RESULTS_VERSION
-    kind: str = "kt-learner-results"
+    kind: str = KT_RESULTS_KIND
     runs: int
     tutors: dict[str, TutorKTResult]
     ranking: list[str]
@@ -361,6 +366,12 @@ def write_kt_results(results: KTBenchResults, output: str | os.PathLike[str]) ->
     path = Path(output) / "results.json"
     atomic_write_bytes(path, msgspec.json.format(msgspec.json.encode(results), indent=2))
     return path
+
+
+def read_kt_results(path: str | os.PathLike[str]) -> KTBenchResults:
+    """A KT-learner bench's ``results.json`` (a DataError naming the file when it is not one, or broken)."""
+    return read_document(path, KTBenchResults, KT_RESULTS_KIND, KT_RESULTS_READS, "KT-learner results ",
+                         f"not KT-learner bench results (kind {KT_RESULTS_KIND!r} expected)")
 
 
 def _fmt(e: Estimate, scale: float = 1.0, digits: int = 2) -> str:

@@ -185,15 +185,15 @@ def _turn_axis(ax, turns: int) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def _figure(fid: str, title: str, caption: str, label: str, draw: Callable[..., Figure | None], *args) -> str:
+def figure_html(fid: str, title: str, caption: str, label: str, draw: Callable[..., Figure | None], *args,
+                empty: str = "No finished conversation has the data for this figure.") -> str:
     """``draw(*args)`` (under the report's matplotlib settings) as an inline SVG figure with its caption, or
-    a note when it has nothing to draw."""
+    the note ``empty`` when it has nothing to draw."""
     import matplotlib as mpl
 
     with mpl.rc_context(_RC):
         fig = draw(*args)
-    body = ('<p class="empty">No finished conversation has the data for this figure.</p>' if fig is None
-            else svg_markup(fig, fid, label))
+    body = f'<p class="empty">{_e(empty)}</p>' if fig is None else svg_markup(fig, fid, label)
     return f'<figure id="{_e(fid)}">{body}<figcaption><strong>{_e(title)}.</strong> {_e(caption)}</figcaption></figure>'
 
 
@@ -280,14 +280,14 @@ def bench_section(benches: Sequence[Bench]) -> tuple[str, str, str]:
             f"<p>{r.conversations} conversations, {r.flagged_turns} flagged turns (an unusable learner or extractor "
             f"answer, kept and advancing nothing).{ratings}{failed}</p>"
             + _leaderboard(r) + _level_table(r) + _comparisons(r)
-            + _figure(f"{sid}-kg", "Knowledge gain along the conversation",
+            + figure_html(f"{sid}-kg", "Knowledge gain along the conversation",
                       "Mean KG after each turn, per level; a conversation that has ended keeps its final KG.",
                       "knowledge gain along the conversation, per level", _draw_kg, bench, tutors)
-            + _figure(f"{sid}-modes", "Failure modes",
+            + figure_html(f"{sid}-modes", "Failure modes",
                       "What happened to each explained IU (REDUNDANT > PREREQ-BLOCKED > EFFECTIVE > OVERLOAD-WASTED "
                       "> UNDER-ABSORBED), as shares per tutor and level.",
                       "failure modes of the explained IUs, per tutor and level", _draw_modes, bench)
-            + _figure(f"{sid}-load", "Load against capacity",
+            + figure_html(f"{sid}-load", "Load against capacity",
                       "The learner's mean effective load per turn (solid) and its capacity τ (dotted), over the "
                       "conversations still running.", "effective load against capacity, per turn",
                       _draw_load, bench, tutors))
