@@ -120,10 +120,23 @@ def _kt_fit(args: argparse.Namespace) -> int:
         print(f"training AKT on {len(log)} answers of {len(log.students)} students ({args.epochs} epochs)",
               file=sys.stderr)
         model = fit_akt(log, AKTSettings(epochs=args.epochs, seed=args.seed))
+    elif args.backend == "llmkt":  # nothing to fit: the knowledge metric's tracer, named in the file
+        from simhub.learners.kt.llmkt import LLMKTModel
+        from simhub.metrics.knowledge import KnowledgeTracer
+        from simhub.models import LoadOptions, load_lm
+        from simhub.provision import resolve_model
+        from simhub.tutoring.kt_bench import learner_parts
+
+        folder = resolve_model(args.model)
+        bank = learner_parts()[3]
+        from simhub.config import ModelRef
+
+        tracer = KnowledgeTracer(load_lm(ModelRef(model=folder), LoadOptions(device="cpu")))
+        model = LLMKTModel(tracer, log.kcs, bank.items, model=folder)
     else:
         from simhub.errors import UnknownNameError
 
-        raise UnknownNameError("KT backend", args.backend, ["bkt", "akt"], field="backend")
+        raise UnknownNameError("KT backend", args.backend, ["bkt", "akt", "llmkt"], field="backend")
     model.save(out)
     print(f"{args.backend}: {len(model.kcs)} KCs fitted on {len(log)} answers in {time.perf_counter() - start:.1f} s "
           f"-> {out}")
@@ -168,8 +181,10 @@ def register(sub) -> None:
                         description="Fit a knowledge-tracing model on graded answers and save it; "
                                     "simhub tutor-bench --learner kt-learner --kt-model FILE uses it "
                                     "(docs/kt-learner.md).")
-    p.add_argument("--backend", default="bkt", help="bkt (EM or grid, per KC or pooled) or akt (pykt-toolkit's "
-                   "AKT, trained here) (default: bkt)")
+    p.add_argument("--backend", default="bkt", help="bkt (EM or grid, per KC or pooled), akt (pykt-toolkit's "
+                   "AKT, trained here) or llmkt (the knowledge metric's LLM tracer, --model; nothing is fitted) "
+                   "(default: bkt)")
+    p.add_argument("--model", default="demo:kt", help="llmkt: the tracer's model (default: demo:kt, built on first use)")
     p.add_argument("--responses", default="sample", help="sample (the sample corpus's train split) or a CSV "
                    "student,item,kc,correct,time (default: sample)")
     p.add_argument("--heldout", help="a CSV of held-out answers to report the model's calibration on (default with "

@@ -8,12 +8,12 @@ import pytest
 
 pytest.importorskip("pykt.models.akt")
 
-import torch  # noqa: E402
+import torch
 
-from simhub.errors import MissingExtraError  # noqa: E402
-from simhub.learners.kt import UnknownKCError, load_kt_model  # noqa: E402
-from simhub.learners.kt.akt import AKTSettings, fit_akt  # noqa: E402
-from simhub.tutoring.kt_bench import sample_log  # noqa: E402
+from simhub.errors import MissingExtraError
+from simhub.learners.kt import UnknownKCError, load_kt_model
+from simhub.learners.kt.akt import AKTSettings, fit_akt
+from simhub.tutoring.kt_bench import sample_log
 
 SMALL = AKTSettings(d_model=16, heads=2, d_ff=32, final_fc_dim=32, epochs=3, dropout=0.0, seed=0)
 
@@ -94,5 +94,5 @@ def test_without_pykt_the_error_names_the_install(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_pykt)
     from simhub.learners.kt.akt import _akt_class
 
-    with pytest.raises(MissingExtraError, match="pip install --no-deps pykt-toolkit==0.0.38"):
+    with pytest.raises(MissingExtraError, match=r"pip install --no-deps pykt-toolkit==0\.0\.38"):
         _akt_class()

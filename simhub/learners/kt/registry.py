@@ -19,6 +19,7 @@ __all__ = ["kt_backend", "kt_backend_names", "load_kt_model", "register_kt_backe
 _REGISTRY: dict[str, str] = {
     "bkt": "simhub.learners.kt.bkt:BKT",
     "akt": "simhub.learners.kt.akt:AKTModel",
+    "llmkt": "simhub.learners.kt.llmkt:LLMKTModel",
 }
 _BACKENDS: LazyRegistry[type[KTModel]] = LazyRegistry(
     "KT backend", _REGISTRY, unknown=lambda name, known: UnknownNameError("KT backend", name, known, field="backend"))
