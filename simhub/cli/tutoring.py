@@ -255,7 +255,13 @@ def _kt_bench(args: argparse.Namespace) -> int:
             raise DataError(f"{args.output}: no KT-learner traces to rescore (expected {folder}/*.json)",
                             file=str(args.output))
         traces = [read_kt_trace(f) for f in files]
-        results = summarize_kt(traces, settings={"rescored": True}, n_resamples=args.bootstrap, seed=args.seed)
+        from simhub.tutoring.kt_bench import RUN_FILE
+        from simhub.tutoring.trace import read_run_info
+
+        run_file = Path(args.output) / RUN_FILE  # the run's tutor order and settings, as its first scoring had them
+        info = read_run_info(run_file) if run_file.is_file() else None
+        results = summarize_kt(traces, settings={**(info.settings if info else {}), "rescored": True},
+                               tutor_order=info.tutors if info else None, n_resamples=args.bootstrap, seed=args.seed)
         path = write_kt_results(results, args.output)
         print(format_kt_results(results))
         print(f"-> {path} (no model was called)")
@@ -272,6 +278,12 @@ def _kt_bench(args: argparse.Namespace) -> int:
     check_output(args.output, folder=True)
     raw = load_profile(args.profile)
     tutors = [build_kt_tutor(t, raw) for t in dict.fromkeys(args.tutor)]
+    if args.role_player and args.role_player not in raw.simulators and args.role_player not in raw.tutors:
+        from simhub.errors import UnknownNameError
+        from simhub.tutoring.components import model_names
+
+        # named against the whole profile (the narrowed one below would know no model)
+        raise UnknownNameError("model", args.role_player, model_names(raw), field="role_player")
     model, model_id, log, bank = learner_parts(args.kt_model or "sample", args.responses or "sample",
                                                args.kt_items or "sample")
     if args.role_player:

@@ -345,8 +345,8 @@ def learner_parts(kt_model: str = "sample", responses: str = "sample", items: st
         bank = read_items(items)
     known = set(model.kcs)
     if not any(kc in known for kc in bank.kcs):
-        raise DataError(f"--items: none of the {len(bank.kcs)} KCs of the item bank is a KC of the KT model "
-                        f"(e.g. {bank.kcs[0]!r})", field="items")
+        raise DataError(f"--kt-items: none of the {len(bank.kcs)} KCs of the item bank is a KC of the KT model "
+                        f"(--kt-model; e.g. {bank.kcs[0]!r})", field="kt_items")
     return model, (kt_model if kt_model != "sample" else "bkt:sample-pooled-em"), log, bank
 
 

@@ -91,12 +91,14 @@ def run_measures(trace: KTRunTrace, *, first_days: int | None = None) -> RunMeas
     post = [d.post_accuracy for d in days]
     ds = delta_solve(pre, post) if days else None  # type: ignore[arg-type]
     helps = [h for h in trace.help if first_days is None or h.day <= first_days]
-    requests = [HelpRequest(day=h.day, answered_day=h.answered_day) for h in helps]
+    # an answer after the horizon is not one yet
+    requests = [HelpRequest(day=h.day, answered_day=h.answered_day if first_days is None or h.answered_day is None
+                            or h.answered_day <= first_days else None) for h in helps]
     resp = responsiveness(requests)
     same = responsiveness(requests, same_day=True)
     counts = {k: 0 for k in ACTION_KINDS}
     for d in trace.days:
-        if first_days is not None and d.day > first_days:
+        if d.failed is not None or (first_days is not None and d.day > first_days):
             continue
         for a in d.actions:
             if a.name in counts and a.error is None:
@@ -228,6 +230,8 @@ def summarize_kt(traces: Sequence[KTRunTrace], *, settings: dict[str, Any] | Non
                  gate: GateSettings | None = None) -> KTBenchResults:
     gate = gate or GateSettings()
     tutors = list(dict.fromkeys([*(tutor_order or []), *(t.tutor for t in traces)]))
+    # one order whatever the caller's (the bootstrap numbers its clusters by first appearance)
+    traces = sorted(traces, key=lambda t: (t.plan.run, tutors.index(t.tutor)))
     measures = {t.id: run_measures(t) for t in traces}
     out: dict[str, TutorKTResult] = {}
     means: dict[str, float | None] = {}

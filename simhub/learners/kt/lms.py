@@ -452,7 +452,11 @@ class LMSRun:
 
     # writes
     def _assign(self, args: dict[str, Any]) -> dict[str, Any]:
-        ids = [self.bank.item(i, field="item_ids").id for i in args["item_ids"]]
+        ids = list(args["item_ids"])
+        for i in ids:  # a ToolError (logged, sent back to the tutor), not the bank's UnknownNameError
+            if i not in self.bank.items:
+                raise ToolError(f"item_ids: unknown item {i!r}{did_you_mean(i, self.bank.items)} (get_unit_content "
+                                "lists the unit's items)", field="item_ids")
         self._queue.extend(ids)
         return {"queued": ids}
 
