@@ -99,6 +99,7 @@ EXTRAS: dict[str, str] = {
     "uvicorn": "serve",
     "prometheus_client": "serve",
     "vllm": "vllm",
+    "xgrammar": "guided",
     "matplotlib": "report",
     "jinja2": "publish",
     "pyarrow": "parquet",

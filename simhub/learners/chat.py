@@ -8,8 +8,15 @@ for one of them: a failed request is a :class:`ChatOutcome` with ``error`` set. 
   :func:`~simhub.models.endpoint_lm.ask`, for JSON (``response_format: json_object``) when the caller
   wants it; requests run concurrently up to the endpoint's ``concurrency`` and are cached on disk by
   the shared client;
-* :class:`LocalChat`: a local model through :func:`simhub.models.load_lm` (no JSON mode: the caller's
-  parser decides what to do with free text).
+* :class:`LocalChat`: a local model through :func:`simhub.models.load_lm`. Without a schema there is
+  no JSON mode (the caller's parser decides what to do with free text); with one
+  (``schemas``, one per prompt) the model's decoding is held to it
+  (``Sampling.json_schema``: xgrammar under transformers, structured outputs under vLLM).
+
+``schemas`` (optional, one JSON schema or None per prompt) says what JSON each reply must be.
+:class:`EndpointChat` keeps JSON mode for them: not every OpenAI-compatible endpoint takes a
+``json_schema`` response format, and strict modes differ in the keywords they accept, so a
+schema there would turn working endpoints into failing ones.
 """
 
 from __future__ import annotations
@@ -47,7 +54,10 @@ class ChatModel(ABC):
 
     @abstractmethod
     def chat(self, prompts: Sequence[Messages], *, json_mode: bool, temperature: float, max_tokens: int,
-             seeds: Sequence[int | None]) -> list[ChatOutcome]: ...
+             seeds: Sequence[int | None], schemas: Sequence[Mapping[str, Any] | None] | None = None
+             ) -> list[ChatOutcome]:
+        """One outcome per prompt. ``schemas``: a JSON schema (or None) per prompt that the reply
+        must match, where the model can be held to one (see the module docstring)."""
 
 
 class EndpointChat(ChatModel):
@@ -74,8 +84,12 @@ class EndpointChat(ChatModel):
         return self._lm
 
     def chat(self, prompts: Sequence[Messages], *, json_mode: bool, temperature: float, max_tokens: int,
-             seeds: Sequence[int | None]) -> list[ChatOutcome]:
+             seeds: Sequence[int | None], schemas: Sequence[Mapping[str, Any] | None] | None = None
+             ) -> list[ChatOutcome]:
+        """JSON mode for ``json_mode`` or a schema; the schemas themselves are not sent (module docstring)."""
         from simhub.models.endpoint_lm import ask
+
+        json_mode = json_mode or any(s is not None for s in schemas or ())
 
         lm = self.endpoint()
         fmt = {"type": "json_object"} if json_mode else None
@@ -94,15 +108,18 @@ class LocalChat(ChatModel):
         return {"kind": "model", "name": self.name, **self.ref.describe()}
 
     def chat(self, prompts: Sequence[Messages], *, json_mode: bool, temperature: float, max_tokens: int,
-             seeds: Sequence[int | None]) -> list[ChatOutcome]:
+             seeds: Sequence[int | None], schemas: Sequence[Mapping[str, Any] | None] | None = None
+             ) -> list[ChatOutcome]:
+        """Each prompt alone, under its schema when it has one (``Sampling.json_schema``)."""
+        per_prompt = list(schemas) if schemas is not None else [None] * len(prompts)
         try:
             if self.lm is None:
                 self.lm = load_lm(self.ref, self.options)
             out = []
             # One call per seed keeps each prompt's sampling reproducible on its own.
-            for prompt, seed in zip(prompts, seeds, strict=True):
+            for prompt, seed, schema in zip(prompts, seeds, per_prompt, strict=True):
                 result = self.lm.generate([list(prompt)], Sampling(temperature=temperature, max_tokens=max_tokens,
-                                                                   seed=seed))
+                                                                   seed=seed, json_schema=schema))
                 out.append(ChatOutcome(text=result[0].generations[0].text))
             return out
         except Exception as exc:  # a broken model fails these turns, with the cause

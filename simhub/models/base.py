@@ -15,14 +15,15 @@ A backend that cannot do one of them (a chat API has no prompt log-probabilities
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from simhub.errors import NotSupportedError
+from simhub.errors import ConfigError, NotSupportedError
 
 #: A prompt: chat messages (``[{"role", "content"}]``), templated by the model, or token ids.
 Prompt = list[dict[str, str]] | list[int]
@@ -48,6 +49,12 @@ class Sampling:
     stop: tuple[str, ...] = ()
     #: None: no log-probabilities; 0: the chosen tokens'; k > 0: plus the k most likely alternatives.
     logprobs: int | None = None
+    #: A JSON schema every generation must match (schema-guided decoding: the transformers backend
+    #: masks the tokens that would leave it, vLLM uses its structured outputs, an endpoint gets it as
+    #: ``response_format``); None: free text. Generation ends with the JSON value, or at ``max_tokens``
+    #: with it unfinished (``finish_reason`` "length"). Left out of the hash (a dict has none), not
+    #: out of equality or ``dataclasses.asdict``, so cache keys built from the sampling tell schemas apart.
+    json_schema: Mapping[str, Any] | None = field(default=None, hash=False)
 
     @property
     def greedy(self) -> bool:
@@ -80,6 +87,18 @@ class GenerationResult:
     generations: list[Generation]
     prompt_tokens: int = 0
     error: str | None = None
+
+
+def json_schema_text(schema: Any) -> str:
+    """``Sampling.json_schema`` as compact JSON text, what the guided decoders take; a
+    :class:`~simhub.errors.ConfigError` naming ``json_schema`` when it is no JSON object."""
+    if not isinstance(schema, Mapping):
+        raise ConfigError(f"json_schema: a JSON schema is an object (a mapping), not {type(schema).__name__}",
+                          field="json_schema")
+    try:
+        return json.dumps(schema, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"json_schema: not JSON: {exc}", field="json_schema") from None
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, str | None]:

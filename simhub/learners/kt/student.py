@@ -38,6 +38,7 @@ from simhub.learners.kt.logs import ResponseLog
 
 __all__ = [
     "ABILITIES",
+    "MESSAGE_SCHEMA",
     "Answer",
     "DayContext",
     "LLMRolePlayer",
@@ -48,6 +49,7 @@ __all__ = [
     "Said",
     "StandInRolePlayer",
     "adjusted_p",
+    "answers_schema",
     "assign_seeds",
     "named_kcs",
     "persona_seeds",
@@ -80,6 +82,9 @@ class LearnerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     #: The role-player's sampling.
     temperature: float = 0.7
     max_tokens: int = 300
+    #: Hold an LLM role-player's replies to a JSON schema (:func:`answers_schema`, :data:`MESSAGE_SCHEMA`)
+    #: where its chat model can (a local model's guided decoding; an endpoint stays in JSON mode).
+    guided: bool = True
 
     def __post_init__(self) -> None:
         for name in ("context_gain", "weak_below", "strong_above"):
@@ -244,6 +249,21 @@ class StandInRolePlayer(RolePlayer):
         return Said(rng.choice(["OK, thanks.", "That makes sense, I'll try.", "I'm still not sure, but I'll try."]))
 
 
+#: The JSON an LLM role-player's chat message must be (guided decoding, ``LearnerSettings.guided``).
+MESSAGE_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"message": {"type": "string", "maxLength": 400}},
+                                  "required": ["message"], "additionalProperties": False}
+
+
+def answers_schema(items: Sequence[KTItem]) -> dict[str, Any]:
+    """The JSON an LLM role-player's answers must be: ``{"answers": {ID: LETTER}}``, every item's id
+    present with one of that item's option letters."""
+    ids = list(dict.fromkeys(it.id for it in items))
+    answers = {"type": "object", "properties": {it.id: {"type": "string", "enum": list(it.options)} for it in items},
+               "required": ids, "additionalProperties": False}
+    return {"type": "object", "properties": {"answers": answers}, "required": ["answers"],
+            "additionalProperties": False}
+
+
 def _json_object(text: str) -> dict[str, Any] | None:
     start, end = text.find("{"), text.rfind("}")
     try:
@@ -271,9 +291,10 @@ class LLMRolePlayer(RolePlayer):
         return persona_system(ability=ctx.ability, grade_band=self.settings.grade_band, personality=ctx.personality,
                               weakest=ctx.weakest, strongest=ctx.strongest, context=ctx.context)
 
-    def _ask(self, messages: list[dict[str, str]], seed: int) -> str:
+    def _ask(self, messages: list[dict[str, str]], seed: int, schema: dict[str, Any] | None = None) -> str:
+        guided = {"schemas": [schema]} if self.settings.guided and schema is not None else {}
         [outcome] = self.chat.chat([messages], json_mode=True, temperature=self.settings.temperature,
-                                   max_tokens=self.settings.max_tokens, seeds=[seed])
+                                   max_tokens=self.settings.max_tokens, seeds=[seed], **guided)
         if outcome.error is not None:
             raise LearnerFailure(f"learner: {outcome.error}")
         return outcome.text
@@ -283,7 +304,8 @@ class LLMRolePlayer(RolePlayer):
 
         if not items:
             return []
-        text = self._ask(answer_messages(self._system(ctx), [(it.id, it.text()) for it in items]), seed)
+        text = self._ask(answer_messages(self._system(ctx), [(it.id, it.text()) for it in items]), seed,
+                         answers_schema(items))
         data = _json_object(text)
         answers = data.get("answers") if data is not None else None
         if not isinstance(answers, Mapping):
@@ -299,7 +321,7 @@ class LLMRolePlayer(RolePlayer):
             ask_help: str | None = None) -> Said:
         from simhub.prompts.kt_learner import chat_messages
 
-        text = self._ask(chat_messages(self._system(ctx), history, ask_help=ask_help), seed)
+        text = self._ask(chat_messages(self._system(ctx), history, ask_help=ask_help), seed, MESSAGE_SCHEMA)
         data = _json_object(text)
         message = data.get("message") if data is not None else None
         if isinstance(message, str) and message.strip():
