@@ -120,9 +120,12 @@ def _tutor_bench(args: argparse.Namespace) -> int:
     from simhub.errors import ConfigError
 
     if args.action:
+        if args.action[0] == "stability":
+            return _kt_stability(args.action[1:])
         if args.action[0] != "agree" or len(args.action) != 3:
-            raise ConfigError(f"unexpected arguments {' '.join(args.action)!r}; the subcommand is "
-                              f"`simhub tutor-bench agree HUMAN.csv RUN_DIR`", field="action")
+            raise ConfigError(f"unexpected arguments {' '.join(args.action)!r}; the subcommands are "
+                              f"`simhub tutor-bench agree HUMAN.csv RUN_DIR` and `simhub tutor-bench stability "
+                              f"RUN_DIR RUN_DIR...`", field="action")
         return _agree(args, args.action[1], args.action[2])
     if not args.output:
         raise ConfigError("--output: the run folder is required", field="output")
@@ -215,6 +218,68 @@ def _tutor_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kt_cache(args: argparse.Namespace):
+    from simhub.cache import ContentCache
+    from simhub.config import cache_root
+
+    return ContentCache(cache_root(args.cache_dir), "kt-bench")
+
+
+def _kt_judges(args: argparse.Namespace, raw) -> list:
+    """The judge panel of ``--judge`` (up to three profile models)."""
+    if not args.judge:
+        return []
+    from simhub.cli.common import profile_for
+    from simhub.errors import ConfigError, UnknownNameError
+    from simhub.simulation import load_options
+    from simhub.tutoring.components import chat_model, model_names
+    from simhub.tutoring.kt_judges import DayJudge
+
+    names = list(dict.fromkeys(args.judge))
+    if len(names) > 3:
+        raise ConfigError(f"--judge: at most three judges, got {len(names)}", field="judge")
+    for n in names:
+        if n not in raw.simulators and n not in raw.tutors:
+            raise UnknownNameError("model", n, model_names(raw), field="judge")
+    profile = profile_for(args, metrics=[], simulators=[n for n in names if n in raw.simulators],
+                          tutors=[n for n in names if n not in raw.simulators], loaded=raw)
+    return [DayJudge(chat_model(n, profile, load_options(profile), field="judge"), n) for n in names]
+
+
+def _kt_stability(dirs: list[str]) -> int:
+    """``simhub tutor-bench stability RUN_DIR RUN_DIR...``: the tutor ranking's agreement across runs
+    of the same tutors with different learners (e.g. one per ``--role-player``)."""
+    import itertools
+
+    from simhub.errors import ConfigError
+    from simhub.learners.kt.metrics import kendall_tau, mean_pairwise_kendall
+    from simhub.tutoring.kt_results import read_kt_results
+
+    if len(dirs) < 2:
+        raise ConfigError("stability: name at least two KT-learner run folders", field="action")
+    runs = {d: read_kt_results(Path(d) / "results.json") for d in dirs}
+    axes = {"delta_solve": lambda t: t.delta_solve.mean,
+            "helpfulness": lambda t: t.judged["helpfulness"].mean if t.judged else None}
+    shared = set.intersection(*(set(r.tutors) for r in runs.values()))
+    if len(shared) < 2:
+        raise ConfigError(f"stability: the folders share {len(shared)} tutor(s); a ranking needs two", field="action")
+    print(f"tutor ranking across {len(dirs)} runs ({len(shared)} shared tutors: {', '.join(sorted(shared))})")
+    for axis, value in axes.items():
+        scorings = []
+        for r in runs.values():
+            v = {t: value(r.tutors[t]) for t in sorted(shared)}
+            if all(x is not None for x in v.values()):
+                scorings.append(v)
+        if len(scorings) < 2:
+            continue
+        pairs = [kendall_tau(a, b) for a, b in itertools.combinations(scorings, 2)]
+        defined = [p for p in pairs if p is not None]
+        worst = f"{min(defined):.2f}" if defined else "n/a"
+        mean = mean_pairwise_kendall(scorings)
+        print(f"  {axis}: mean pairwise Kendall tau {'n/a' if mean is None else f'{mean:.2f}'}, worst pair {worst}")
+    return 0
+
+
 def _kt_bench(args: argparse.Namespace) -> int:
     """``--learner kt-learner``: the multi-day bench of docs/kt-learner.md."""
     from simhub.cli.common import all_failed, check_output
@@ -260,11 +325,24 @@ def _kt_bench(args: argparse.Namespace) -> int:
 
         run_file = Path(args.output) / RUN_FILE  # the run's tutor order and settings, as its first scoring had them
         info = read_run_info(run_file) if run_file.is_file() else None
+        if args.judge:  # judge the finished days offline, votes stored in the traces
+            from simhub.config import load_profile as _load
+            from simhub.tutoring.kt_bench import write_kt_trace
+            from simhub.tutoring.kt_judges import judge_runs
+
+            judges = _kt_judges(args, _load(args.profile))
+            before = [t.judgments.copy() for t in traces]
+            cache = None if args.no_cache else _kt_cache(args)
+            asked, hits = judge_runs(judges, traces, cache)
+            for t, f, old in zip(traces, files, before, strict=True):
+                if t.judgments != old:
+                    write_kt_trace(f, t)
+            print(f"judges: {asked} session days judged (answered from the cache: {hits})", file=sys.stderr)
         results = summarize_kt(traces, settings={**(info.settings if info else {}), "rescored": True},
                                tutor_order=info.tutors if info else None, n_resamples=args.bootstrap, seed=args.seed)
         path = write_kt_results(results, args.output)
         print(format_kt_results(results))
-        print(f"-> {path} (no model was called)")
+        print(f"-> {path}" + ("" if args.judge else " (no model was called)"))
         return 0
     if not args.tutor:
         raise ConfigError("--tutor: name at least one tutor (scripted:weakest, scripted:silent or a profile tutor "
@@ -298,19 +376,7 @@ def _kt_bench(args: argparse.Namespace) -> int:
                                     name=args.role_player, settings=settings)
     else:
         role_player = StandInRolePlayer(settings)
-    judges = []
-    if args.judge:
-        from simhub.cli.common import profile_for
-        from simhub.simulation import load_options
-        from simhub.tutoring.components import chat_model
-        from simhub.tutoring.kt_judges import DayJudge
-
-        names = list(dict.fromkeys(args.judge))
-        if len(names) > 3:
-            raise ConfigError(f"--judge: at most three judges, got {len(names)}", field="judge")
-        jprofile = profile_for(args, metrics=[], simulators=[n for n in names if n in raw.simulators],
-                               tutors=[n for n in names if n not in raw.simulators], loaded=raw)
-        judges = [DayJudge(chat_model(n, jprofile, load_options(jprofile), field="judge"), n) for n in names]
+    judges = _kt_judges(args, raw)
     pool = persona_seeds(log, model, n_warmup=settings.n_warmup)
     ids = [run_id(sc, ab, r) for sc in scenarios for ab in abilities for r in range(repeats)]
     seeds = assign_seeds(pool, ids, seed=args.seed, share=args.share_seeds)
@@ -352,8 +418,10 @@ def register(sub) -> None:
     p = sub.add_parser("tutor-bench", help="rank tutors by what a knowledge-state learner learns from them (KG, DC, CO)",
                        description="Run a tutor bench (--output DIR), rescore one (--rescore), or check it against "
                                    "human ratings: simhub tutor-bench agree HUMAN.csv RUN_DIR.")
-    p.add_argument("action", nargs="*", metavar="agree HUMAN.csv RUN_DIR",
-                   help="KnowSim's validation protocol against human ratings (docs/tutor-bench.md)")
+    p.add_argument("action", nargs="*", metavar="agree HUMAN.csv RUN_DIR | stability RUN_DIR RUN_DIR...",
+                   help="agree: KnowSim's validation protocol against human ratings (docs/tutor-bench.md); "
+                   "stability: the Kendall tau of the tutor ranking across KT-learner runs, e.g. one per "
+                   "--role-player (docs/kt-learner.md)")
     add_profile(p)
     p.add_argument("--tutor", action="append", help="a tutor: scripted:stepwise, scripted:dump (kt-learner: scripted:weakest, scripted:silent), or one of the "
                    "profile's tutors: (repeatable)")

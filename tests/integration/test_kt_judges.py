@@ -127,3 +127,39 @@ def test_an_llm_role_player_answers_in_json_and_is_graded(tmp_path, fake_openai)
     assert "Topics you are weakest at" in system and "middling maths student" in system  # ability: average
     learner = [m.text for t in traces for d in t.days for m in d.messages if m.role == "learner"]
     assert learner and set(learner) == {"Can you show me one more example?"}
+
+
+def test_rescore_with_judges_judges_a_finished_run_offline(tmp_path, fake_openai, capsys):
+    fake_openai.responder = _judges
+    profile = _profile(tmp_path, fake_openai.base_url)
+    out = tmp_path / "run"
+    assert main(_bench(tmp_path, profile, out, "--no-cache")) == 0
+    assert not fake_openai.chat_requests()                      # the stand-in and scripted tutors call nothing
+    before = json.loads((out / "results.json").read_text())
+    assert before["tutors"]["scripted:silent"]["judged"] is None
+    assert main(["tutor-bench", "--learner", "kt-learner", "--rescore", "--output", str(out), "--profile", str(profile),
+                 "--judge", "judge-a", "--bootstrap", "100", "--no-cache"]) == 0
+    assert len(fake_openai.chat_requests()) == 6                # 2 tutors x 3 days, one judge
+    after = json.loads((out / "results.json").read_text())
+    assert after["tutors"]["scripted:silent"]["judged"]["helpfulness"]["mean"] == 2.0
+    assert after["tutors"]["scripted:weakest"]["delta_solve"] == before["tutors"]["scripted:weakest"]["delta_solve"]
+    traces = [read_kt_trace(f) for f in sorted((out / TRACES).glob("*.json"))]
+    assert all(set(t.judgments) == {"1", "2", "3"} for t in traces)
+
+
+def test_stability_of_the_ranking_across_runs(tmp_path, capsys):
+    dirs = []
+    for seed in (0, 1):
+        out = tmp_path / f"s{seed}"
+        assert main(["tutor-bench", "--learner", "kt-learner", "--tutor", "scripted:weakest", "--tutor",
+                     "scripted:silent", "--scenarios", "confused-productive,help-seeker", "--days", "5", "--seed",
+                     str(seed), "--output", str(out), "--bootstrap", "100", "--no-cache"]) == 0
+        dirs.append(str(out))
+    capsys.readouterr()
+    assert main(["tutor-bench", "stability", *dirs]) == 0
+    text = capsys.readouterr().out
+    r = [json.loads((tmp_path / f"s{s}" / "results.json").read_text())["tutors"] for s in (0, 1)]
+    same = [(x["scripted:weakest"]["delta_solve"]["mean"] > x["scripted:silent"]["delta_solve"]["mean"]) for x in r]
+    expected = "1.00" if same[0] == same[1] else "-1.00"
+    assert f"delta_solve: mean pairwise Kendall tau {expected}, worst pair {expected}" in text
+    assert main(["tutor-bench", "stability", dirs[0]]) == 2
