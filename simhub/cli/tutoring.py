@@ -403,7 +403,7 @@ def _kt_bench(args: argparse.Namespace) -> int:
     if args.responses in (None, "sample") and (args.kt_model in (None, "sample")):
         results.learner["kt_heldout_calibration"] = heldout_calibration(model, sample_log("test"))
     path = write_kt_results(results, args.output)
-    dialogues = learner_dialogues(traces)
+    dialogues = learner_dialogues(traces, bank)
     write_jsonl(Path(args.output) / "learner_dialogues.jsonl", dialogues)
     print(format_kt_results(results))
     print(f"learner-days run: {bench.days_run} (runs copied from the cache: {bench.cache_hits})")

@@ -371,9 +371,11 @@ def heldout_calibration(model: KTModel, log: Any) -> dict[str, Any] | None:
     return {"ece": c.ece, "brier": c.brier, "n": len(pred)}
 
 
-def learner_dialogues(traces: Sequence[KTRunTrace]) -> list[Any]:
+def learner_dialogues(traces: Sequence[KTRunTrace], bank: ItemBank | None = None) -> list[Any]:
     """Each (run, day) chat with at least one learner message, as a :class:`~simhub.schema.Dialogue`
-    (the tutor's messages as tutor turns), for ``simhub eval-dialogues``."""
+    (the tutor's messages as tutor turns), for ``simhub eval-dialogues``. The dialogue's question is
+    that of the day's first probe item on the KC the learner asked about (else its first probe item),
+    in the text of the item's source dialogues, so the chat is compared with real dialogues about it."""
     from simhub.schema import Dialogue, Question, Turn
 
     out = []
@@ -382,6 +384,11 @@ def learner_dialogues(traces: Sequence[KTRunTrace]) -> list[Any]:
             if d.failed or not any(m.role == "learner" for m in d.messages):
                 continue
             turns = [Turn(role="student" if m.role == "learner" else "tutor", content=m.text) for m in d.messages]
-            out.append(Dialogue(id=f"{_safe(t.tutor)}~{t.plan.run}~d{d.day}", question=Question(text=", ".join(t.unit)),
-                                turns=turns, meta={"tutor": t.tutor, "run": t.plan.run, "day": d.day}))
+            help_kc = next((h.kc for h in t.help if h.day == d.day), None)
+            first = next((a for a in d.pre if a.kc == help_kc), d.pre[0] if d.pre else None)
+            item = bank.items.get(first.item) if bank is not None and first is not None else None
+            text = (item.source_text or item.text()) if item is not None else ", ".join(t.unit)
+            out.append(Dialogue(id=f"{_safe(t.tutor)}~{t.plan.run}~d{d.day}", question=Question(text=text),
+                                turns=turns, meta={"tutor": t.tutor, "run": t.plan.run, "day": d.day,
+                                                   **({"question_id": item.id} if item is not None else {})}))
     return out

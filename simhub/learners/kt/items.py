@@ -42,6 +42,8 @@ class KTItem(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     answer: str
     #: A worked explanation (the Eedi solution or the key's explanation) the LMS can push as content.
     explanation: str | None = None
+    #: The question's text as its source dialogues have it (for comparing the learner's chats with them).
+    source_text: str | None = None
 
     def text(self) -> str:
         """The item as a learner reads it: the stem, then one line per option."""
@@ -144,7 +146,7 @@ def items_from_dialogues(dialogues: Iterable[Dialogue]) -> ItemBank:
         kc = named[0] if named else "Default"
         explanation = q.solution or (q.option_explanations or {}).get(q.correct_option)
         items.append(KTItem(id=qid, kc=kc, question=stem, options=options, answer=q.correct_option,
-                            explanation=explanation))
+                            explanation=explanation, source_text=q.text))
     return ItemBank(items, source="the dialogues' questions")
 
 

@@ -7,8 +7,8 @@ correct)``), rendered as a dialogue each time the model is read:
 
 * each answer is a tutor turn showing the item (labelled with its KC) and a student turn answering
   it: the key when correct, else the first wrong option, with the turn's correctness label;
-* the dialogue's problem is the item asked about last, and its KCs are the history's KCs plus the
-  ones asked about, as the knowledge metric lists a problem's KCs.
+* the dialogue's problem is the item answered last, and it lists every KC of the model (the
+  knowledge metric lists a problem's KCs whatever it asks about).
 
 ``mastery`` is the tracer's P(True) for the KC after that dialogue: the same number the knowledge
 metric computes for the same turns (``tests/unit/test_kt_llmkt.py``). ``predict`` is the mastery (the
@@ -63,8 +63,9 @@ class LLMKTModel(KTModel):
         self.check_kc(kc)
         return LLMKTBelief((*belief.steps, (str(item), kc, bool(correct)))[-self.window:])
 
-    def render(self, belief: LLMKTBelief, asked: Sequence[str]) -> tuple[Dialogue, list[Turn]]:
-        """The dialogue the tracer reads for ``belief``, with ``asked`` among its KCs."""
+    def render(self, belief: LLMKTBelief) -> tuple[Dialogue, list[Turn]]:
+        """The dialogue the tracer reads for ``belief``: its problem lists every KC of the model, so a
+        read of one KC equals that KC's entry in a read of all (the tracer packs KCs independently)."""
         turns: list[Turn] = []
         for item_id, kc, correct in belief.steps:
             item = self.items.get(item_id)
@@ -78,16 +79,16 @@ class LLMKTModel(KTModel):
             turns.append(Turn(role="tutor", content=f"Try this one.\n{text}", kcs=[kc]))
             turns.append(Turn(role="student", content=said, correctness="correct" if correct else "incorrect"))
         last = self.items.get(belief.steps[-1][0]) if belief.steps else None
-        kcs = list(dict.fromkeys([*(s[1] for s in belief.steps), *asked]))
         question = Question(text=last.text() if last is not None else "Practice on the unit's topics.")
-        return Dialogue(id="kt-learner", question=question, kcs=kcs, turns=turns), turns
+        return Dialogue(id="kt-learner", question=question, kcs=list(self._kcs), turns=turns), turns
 
     def _masteries(self, steps: tuple[tuple[str, str, bool], ...], asked: tuple[str, ...]) -> tuple[float, ...]:
-        dialogue, turns = self.render(LLMKTBelief(steps), asked)
+        dialogue, turns = self.render(LLMKTBelief(steps))
         return tuple(float(v) for v in self.tracer.mastery(dialogue, turns, list(asked)))
 
     def mastery(self, belief: LLMKTBelief, kc: str) -> float:
-        return self.masteries(belief)[self.check_kc(kc)]
+        """One KC's read (one short forward; :meth:`masteries` reads all KCs in one packed forward)."""
+        return self._read(belief.steps, (self.check_kc(kc),))[0]
 
     def masteries(self, belief: LLMKTBelief) -> dict[str, float]:
         return dict(zip(self._kcs, self._read(belief.steps, self._kcs), strict=True))
