@@ -24,6 +24,20 @@ def fingerprint(value: Any) -> str:
     return hashlib.sha256(data.encode()).hexdigest()
 
 
+def source_digest(modules: tuple[str, ...]) -> str:
+    """A hash of the source files of ``modules`` (by import name; a module not found hashes as ``?``):
+    part of the cache key of results that these modules' code decides."""
+    import importlib.util
+
+    h = hashlib.sha256()
+    for name in modules:
+        spec = importlib.util.find_spec(name)
+        origin = spec.origin if spec is not None else None
+        h.update(name.encode())
+        h.update(Path(origin).read_bytes() if origin and Path(origin).is_file() else b"?")
+    return h.hexdigest()
+
+
 def fingerprint_of_json(parts: list[str]) -> str:
     """:func:`fingerprint` of a list whose elements are given as their canonical JSON already
     (``json.dumps(element, ensure_ascii=False)`` of strings and numbers): the same key, without

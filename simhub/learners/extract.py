@@ -285,6 +285,19 @@ def _json_body(text: str) -> str:
     return text[start:end + 1] if 0 <= start < end else text
 
 
+def extraction_schema(graph: ValidatedGraph) -> dict[str, Any]:
+    """The JSON an extraction must be for ``graph``: one entry per IU (a local model's decoding is held
+    to it; :func:`parse_signals` still checks that each IU appears once)."""
+    n = len(graph.ids)
+    entry = {"type": "object",
+             "properties": {"id": {"type": "string", "enum": list(graph.ids)},
+                            "teaching_quality": {"type": "string", "enum": list(TEACHING_QUALITIES)},
+                            "user_attempt_type": {"type": "string", "enum": list(ATTEMPT_TYPES)}},
+             "required": ["id", "teaching_quality", "user_attempt_type"], "additionalProperties": False}
+    return {"type": "object", "properties": {"ius": {"type": "array", "items": entry, "minItems": n, "maxItems": n}},
+            "required": ["ius"], "additionalProperties": False}
+
+
 class LLMExtractor(Extractor):
     """KnowSim's signal extraction through a chat model, with simhub's own prompt (``simhub.prompts.learners``)."""
 
@@ -305,7 +318,7 @@ class LLMExtractor(Extractor):
                                       r.state.states, r.history, r.learner_message, r.tutor_message)
                    for r in requests]
         answers = self.chat.chat(prompts, json_mode=True, temperature=self.temperature, max_tokens=self.max_tokens,
-                                 seeds=[0] * len(prompts))
+                                 seeds=[0] * len(prompts), schemas=[extraction_schema(r.graph) for r in requests])
         out = []
         for r, a in zip(requests, answers, strict=True):
             if not a.ok:

@@ -211,7 +211,8 @@ class RolePlayLearner(Learner):
                                     connectable=_concepts(r.graph, v.connectable), mode=v.mode, turn=r.turn)
                    for r, v in zip(requests, views, strict=True)]
         answers = self.chat.chat(prompts, json_mode=self.json_mode, temperature=self.temperature,
-                                 max_tokens=self.max_tokens, seeds=[r.seed for r in requests])
+                                 max_tokens=self.max_tokens, seeds=[r.seed for r in requests],
+                                 schemas=[LEARNER_TURN_SCHEMA] * len(prompts) if self.json_mode else None)
         out = []
         for view, a in zip(views, answers, strict=True):
             if not a.ok:
@@ -219,6 +220,15 @@ class RolePlayLearner(Learner):
                 continue
             out.append(parse_learner_turn(a.text, view.mode))
         return out
+
+
+#: The JSON a role-played turn must be; a local model's decoding is held to it (an endpoint is asked
+#: for JSON mode only).
+LEARNER_TURN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"thought": {"type": "string", "maxLength": 300}, "message": {"type": "string", "maxLength": 500},
+                   "attempt_verify": {"type": "boolean"}},
+    "required": ["thought", "message", "attempt_verify"], "additionalProperties": False}
 
 
 def parse_learner_turn(text: str, mode: str = "") -> LearnerTurn:

@@ -1,4 +1,5 @@
-"""The KT-grounded learner's prompts: answering probe and practice items, and chatting with the tutor.
+"""The KT-learner bench's prompts: the learner answering probe and practice items and chatting with the
+tutor, and the system prompt of a tool-calling tutor (:data:`TOOL_TUTOR_SYSTEM`).
 
 The conditioning follows EduClaw-Bench (ability level, grade band, weakest and strongest KCs from the
 KT belief, the tutor's context of the day); the wording is simhub's own. Every prompt asks for one
@@ -11,6 +12,14 @@ from collections.abc import Sequence
 
 #: Part of every cache key of these prompts: bump it when the wording changes.
 PROMPT_VERSION = "kt-learner-v1"
+
+#: The system prompt of a profile tutor acting through the LMS tools.
+TOOL_TUTOR_SYSTEM = (
+    "You are the tutor of one student on a maths learning platform, over many days. Each day has a few turns. "
+    "In a turn you may call the platform's tools: read the student's mastery, activity, schedule, messages and the "
+    "unit's items; assign practice items, adjust difficulty, push content, message the student, or stay silent. "
+    "Choose what helps the student learn; do not hand over answers. When you are done with the turn, reply "
+    "without a tool call (any text you reply with is sent to the student).")
 
 _ABILITY = {
     "weak": "You find maths hard. You often mix up methods, and you get many questions wrong.",

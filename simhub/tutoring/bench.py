@@ -36,7 +36,7 @@ from typing import Any
 
 import msgspec
 
-from simhub.cache import ContentCache, fingerprint
+from simhub.cache import ContentCache, fingerprint, source_digest
 from simhub.errors import DataError, SimhubError, UnknownNameError
 from simhub.learners.extract import Extraction, Extractor, ExtractRequest
 from simhub.learners.graph import IUGraph, ValidatedGraph, read_graphs, shipped_graphs, validate_graph
@@ -158,16 +158,7 @@ RULE_MODULES = ("simhub.learners.update", "simhub.learners.metrics", "simhub.lea
 @functools.lru_cache(maxsize=1)
 def rules_digest() -> str:
     """A hash of the source of :data:`RULE_MODULES` (computed once per process)."""
-    import hashlib
-    import importlib.util
-
-    h = hashlib.sha256()
-    for name in RULE_MODULES:
-        spec = importlib.util.find_spec(name)
-        origin = spec.origin if spec is not None else None
-        h.update(name.encode())
-        h.update(Path(origin).read_bytes() if origin and Path(origin).is_file() else b"?")
-    return h.hexdigest()
+    return source_digest(RULE_MODULES)
 
 
 def _seed(seed: int, conv: str, turn: int, side: str) -> int:

@@ -29,7 +29,7 @@ from typing import Any
 
 import msgspec
 
-from simhub.cache import ContentCache, fingerprint
+from simhub.cache import ContentCache, fingerprint, source_digest
 from simhub.errors import DataError
 from simhub.learners.kt.base import KTModel
 from simhub.learners.kt.items import ItemBank
@@ -151,16 +151,8 @@ RULE_MODULES = ("simhub.learners.kt.lms", "simhub.learners.kt.student", "simhub.
 
 @functools.lru_cache(maxsize=1)
 def rules_digest() -> str:
-    import hashlib
-    import importlib.util
-
-    h = hashlib.sha256()
-    for name in RULE_MODULES:
-        spec = importlib.util.find_spec(name)
-        origin = spec.origin if spec is not None else None
-        h.update(name.encode())
-        h.update(Path(origin).read_bytes() if origin and Path(origin).is_file() else b"?")
-    return h.hexdigest()
+    """A hash of the source of :data:`RULE_MODULES` (computed once per process)."""
+    return source_digest(RULE_MODULES)
 
 
 def model_digest(model: KTModel) -> str:

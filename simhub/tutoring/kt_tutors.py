@@ -21,6 +21,7 @@ from typing import Any
 from simhub.config import Profile
 from simhub.errors import ConfigError, UnknownNameError
 from simhub.learners.kt.lms import TOOLS, LMSRun, ToolError
+from simhub.prompts.kt_learner import TOOL_TUTOR_SYSTEM
 
 SCRIPTED_KT = ("scripted:weakest", "scripted:silent")
 
@@ -81,13 +82,6 @@ class WeakestTutor(LMSTutor):
 
 # ---------------------------------------------------------------------------------- tool tutor
 
-_SYSTEM = (
-    "You are the tutor of one student on a maths learning platform, over many days. Each day has a few turns. "
-    "In a turn you may call the platform's tools: read the student's mastery, activity, schedule, messages and the "
-    "unit's items; assign practice items, adjust difficulty, push content, message the student, or stay silent. "
-    "Choose what helps the student learn; do not hand over answers. When you are done with the turn, reply "
-    "without a tool call (any text you reply with is sent to the student).")
-
 
 class ToolTutor(LMSTutor):
     """A chat model of the profile acting through OpenAI tool calls (see the module docstring)."""
@@ -114,7 +108,7 @@ class ToolTutor(LMSTutor):
         return self._client
 
     def start_day(self, run: LMSRun, day: int) -> None:
-        self._messages = [{"role": "system", "content": _SYSTEM}]
+        self._messages = [{"role": "system", "content": TOOL_TUTOR_SYSTEM}]
 
     def turn(self, run: LMSRun, day: int, turn: int) -> None:
         self._messages.append({"role": "user", "content": f"Day {day}, turn {turn} of {run.plan.turns}."})

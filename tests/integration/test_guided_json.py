@@ -181,3 +181,28 @@ def test_vllm_structured_outputs_follow_the_schema(tiny_kit):
             lm.generate([ASK], Sampling(max_tokens=8, json_schema={"type": "frobnicate"}))
     finally:
         unload_models()
+
+
+def test_the_knowledge_state_learner_and_extractor_on_a_local_model_write_their_json(tiny_kit, tiny_lm):
+    """The knowsim role-player and the signal extractor hold a local model to their JSON too."""
+    from simhub.learners.chat import LocalChat
+    from simhub.learners.extract import ExtractRequest, LLMExtractor, extraction_schema
+    from simhub.learners.graph import shipped_graphs, validate_graph
+    from simhub.learners.roleplay import LEARNER_TURN_SCHEMA, LearnerRequest, RolePlayLearner
+    from simhub.learners.state import initial_state
+
+    name, raw = next(iter(shipped_graphs().items()))
+    graph = validate_graph(raw, name=name)
+    state = initial_state(graph, "novice")
+    chat = LocalChat(ModelRef(model=str(tiny_kit["llama"])))
+    learner = RolePlayLearner(chat, name="tiny", max_tokens=800)  # the strings may run to their maxLength
+    turns = learner.speak([LearnerRequest(graph, state, raw.question, (), 1, None, seed) for seed in range(3)])
+    assert all(t.flagged is None and t.message for t in turns)          # an untrained model, yet valid JSON
+    assert LEARNER_TURN_SCHEMA["required"] == ["thought", "message", "attempt_verify"]
+    schema = extraction_schema(graph)
+    assert schema["properties"]["ius"]["minItems"] == len(graph.ids) == schema["properties"]["ius"]["maxItems"]
+    extractor = LLMExtractor(chat, name="tiny", max_tokens=150 * len(graph.ids))
+    [got] = extractor.extract([ExtractRequest(graph, state, (), "How do I start?", "Find a common denominator.",
+                                              raw.question)])
+    # the decoding holds every entry to a known IU and the two label sets; a repeated IU is still flagged
+    assert got.error is None and (got.flagged is None or "twice" in got.flagged or "no label" in got.flagged)

@@ -152,7 +152,7 @@ class Scripted(ChatModel):
     def describe(self):
         return {"kind": "scripted-test"}
 
-    def chat(self, prompts, *, json_mode, temperature, max_tokens, seeds):
+    def chat(self, prompts, *, json_mode, temperature, max_tokens, seeds, schemas=None):
         self.prompts += prompts
         return [self.answers.pop(0) for _ in prompts]
 
