@@ -121,14 +121,14 @@ def _kt_fit(args: argparse.Namespace) -> int:
               file=sys.stderr)
         model = fit_akt(log, AKTSettings(epochs=args.epochs, seed=args.seed))
     elif args.backend == "llmkt":  # nothing to fit: the knowledge metric's tracer, named in the file
+        from simhub.learners.kt.items import sample_item_bank
         from simhub.learners.kt.llmkt import LLMKTModel
         from simhub.metrics.knowledge import KnowledgeTracer
         from simhub.models import LoadOptions, load_lm
         from simhub.provision import resolve_model
-        from simhub.tutoring.kt_bench import learner_parts
 
         folder = resolve_model(args.model)
-        bank = learner_parts()[3]
+        bank = sample_item_bank()
         from simhub.config import ModelRef
 
         tracer = KnowledgeTracer(load_lm(ModelRef(model=folder), LoadOptions(device="cpu")))

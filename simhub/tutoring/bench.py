@@ -52,13 +52,11 @@ from simhub.simulation.tutor import TutorTurn
 from simhub.tutoring.iq import RATER_FAILED, IQRater, rate_traces
 from simhub.tutoring.termination_judge import JUDGE_FAILED, TerminationJudge, judge_traces
 from simhub.tutoring.trace import (
-    RunInfo,
     Trace,
     TraceTurn,
-    read_run_info,
+    open_run_folder,
     read_trace,
     trace_name,
-    write_run_info,
     write_trace,
 )
 from simhub.tutoring.tutors import BenchRequest, BenchTutor
@@ -93,14 +91,20 @@ def load_items(spec: str, n: int | None = None) -> list[Item]:
     return items
 
 
-def parse_levels(text: str | Sequence[str]) -> list[str]:
+def parse_names(text: str | Sequence[str], known: Sequence[str], *, kind: str, field: str) -> list[str]:
+    """A comma-separated (or listed) choice among ``known``, in order, repeats dropped; an unknown name
+    is an UnknownNameError, none at all a DataError, both on ``field``."""
     names = [x.strip() for x in (text.split(",") if isinstance(text, str) else text) if x.strip()]
     for name in names:
-        if name not in LEVELS:
-            raise UnknownNameError("knowledge level", name, LEVELS, field="levels")
+        if name not in known:
+            raise UnknownNameError(kind, name, known, field=field)
     if not names:
-        raise DataError("--levels: name at least one level", field="levels")
+        raise DataError(f"--{field}: name at least one of {', '.join(known)}", field=field)
     return list(dict.fromkeys(names))
+
+
+def parse_levels(text: str | Sequence[str]) -> list[str]:
+    return parse_names(text, LEVELS, kind="knowledge level", field="levels")
 
 
 @dataclasses.dataclass
@@ -214,22 +218,8 @@ class Bench:
                 **({"termination_judge": self.termination_judge.describe()} if self.termination_judge else {})}
 
     def _check_folder(self) -> None:
-        import json
-
-        run_file = self.output / RUN_FILE
-        mine = self.settings()
-        if run_file.is_file():
-            theirs = read_run_info(run_file).settings
-            # The IQ rater and the termination judge are settings only where one ran: a run without one
-            # into a folder that had one differs too.
-            keys = [*mine, *(k for k in ("iq_rater", "termination_judge") if k in theirs and k not in mine)]
-            for key in keys:
-                value = mine.get(key)
-                if json.dumps(theirs.get(key), sort_keys=True) != json.dumps(value, sort_keys=True):
-                    raise DataError(f"{self.output}: holds a tutor-bench run with another {key}; resume it with the "
-                                    f"same settings or choose another --output", file=str(run_file), field=key)
-        self.output.mkdir(parents=True, exist_ok=True)
-        write_run_info(run_file, RunInfo.of(mine, self.info))
+        # The IQ rater and the termination judge are settings only where one ran.
+        open_run_folder(self.output, self.settings(), self.info, optional=("iq_rater", "termination_judge"))
 
     # --------------------------------------------------------------------------------------- run
 

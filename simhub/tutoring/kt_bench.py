@@ -35,11 +35,10 @@ from simhub.learners.kt.base import KTModel
 from simhub.learners.kt.items import ItemBank
 from simhub.learners.kt.lms import DayRecord, HelpRecord, LMSRun, RunPlan, ToolError, check_failed
 from simhub.learners.kt.scenarios import Scenario
-from simhub.learners.kt.student import ABILITIES, LearnerFailure, LearnerSettings, PersonaSeed, RolePlayer
-from simhub.runformat import check_version, convert_checked
+from simhub.learners.kt.student import ABILITIES, LearnerSettings, PersonaSeed, RolePlayer
 from simhub.schema import atomic_write_bytes
-from simhub.tutoring.kt_tutors import LMSTutor, TutorFailure
-from simhub.tutoring.trace import RunInfo, read_run_info, write_run_info
+from simhub.tutoring.kt_tutors import LMSTutor
+from simhub.tutoring.trace import open_run_folder, read_document
 
 __all__ = ["KT_TRACE_VERSION", "KTBench", "KTBenchOptions", "KTRunTrace", "plan_runs", "read_kt_trace"]
 
@@ -74,17 +73,9 @@ class KTRunTrace(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 def read_kt_trace(path: str | os.PathLike[str]) -> KTRunTrace:
-    import json
-
-    try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(f"{path}: not a KT-learner trace ({exc})", file=str(path)) from None
-    if not isinstance(raw, dict):
-        raise DataError(f"{path}: expected a JSON object", file=str(path))
-    version = check_version(raw.get("schema_version"), KT_TRACE_READS, str(path), what="KT-learner trace ",
-                            file=str(path))
-    return convert_checked(raw, KTRunTrace, str(path), file=str(path), version=version)
+    """A KT-learner run's trace (a DataError naming the file when it is not one, or broken)."""
+    return read_document(path, KTRunTrace, "kt-learner-run", KT_TRACE_READS, "KT-learner trace ",
+                         "not a KT-learner trace (kind 'kt-learner-run' expected)")
 
 
 def write_kt_trace(path: Path, trace: KTRunTrace) -> None:
@@ -126,15 +117,9 @@ def run_id(scenario: Scenario, ability: str, repeat: int) -> str:
 
 
 def check_abilities(text: str | Sequence[str]) -> list[str]:
-    from simhub.errors import UnknownNameError
+    from simhub.tutoring.bench import parse_names
 
-    names = [x.strip() for x in (text.split(",") if isinstance(text, str) else text) if x.strip()]
-    for n in names:
-        if n not in ABILITIES:
-            raise UnknownNameError("ability", n, ABILITIES, field="abilities")
-    if not names:
-        raise DataError("--abilities: name at least one of weak, average, strong", field="abilities")
-    return list(dict.fromkeys(names))
+    return parse_names(text, ABILITIES, kind="ability", field="abilities")
 
 
 @dataclasses.dataclass
@@ -189,18 +174,7 @@ class KTBench:
                                             key=lambda d: d["id"]))}
 
     def _check_folder(self) -> None:
-        import json
-
-        run_file = self.output / RUN_FILE
-        mine = self.settings()
-        if run_file.is_file():
-            theirs = read_run_info(run_file).settings
-            for key in mine:
-                if json.dumps(theirs.get(key), sort_keys=True) != json.dumps(mine[key], sort_keys=True):
-                    raise DataError(f"{self.output}: holds a tutor-bench run with another {key}; resume it with the "
-                                    f"same settings or choose another --output", file=str(run_file), field=key)
-        self.output.mkdir(parents=True, exist_ok=True)
-        write_run_info(run_file, RunInfo.of(mine, self.info))
+        open_run_folder(self.output, self.settings(), self.info)
 
     @functools.cached_property
     def _settings_key(self) -> str:
@@ -296,9 +270,7 @@ class KTBench:
                     tutor.turn(run, day, t)
                 run.end_turn()
             return run.end_day()
-        except (LearnerFailure, TutorFailure) as exc:
-            return run.fail_day(check_failed(exc))
-        except Exception as exc:  # any other failure of a model call: the day fails, the run goes on
+        except Exception as exc:  # a learner, tutor or model call that failed: the day fails, the run goes on
             return run.fail_day(check_failed(exc))
 
 
@@ -319,22 +291,17 @@ def learner_parts(kt_model: str = "sample", responses: str = "sample", items: st
     a saved model file), its id, the persona log (``sample`` or a response CSV) and the item bank
     (``sample``: the sample corpus's questions; or an item JSONL file)."""
     from simhub.learners.kt.bkt_fit import FitSettings, fit_bkt
-    from simhub.learners.kt.items import items_from_dialogues, read_items
+    from simhub.learners.kt.items import read_items, sample_item_bank
     from simhub.learners.kt.logs import read_responses
     from simhub.learners.kt.registry import load_kt_model
 
+    train = sample_log("train") if "sample" in (kt_model, responses) else None
     if kt_model == "sample":
-        model: KTModel = fit_bkt(sample_log("train"), FitSettings(method="em", seed=0), pooled=True)
+        model: KTModel = fit_bkt(train, FitSettings(method="em", seed=0), pooled=True)
     else:
         model = load_kt_model(kt_model)
-    log = sample_log("train") if responses == "sample" else read_responses(responses)
-    if items == "sample":
-        from simhub.data.sample import load_sample_corpus
-
-        corpus = load_sample_corpus()
-        bank = items_from_dialogues([d for s in ("train", "val", "test") for d in corpus[s]])
-    else:
-        bank = read_items(items)
+    log = train if responses == "sample" else read_responses(responses)
+    bank = sample_item_bank() if items == "sample" else read_items(items)
     known = set(model.kcs)
     if not any(kc in known for kc in bank.kcs):
         raise DataError(f"--kt-items: none of the {len(bank.kcs)} KCs of the item bank is a KC of the KT model "

@@ -36,10 +36,10 @@ from simhub.learners.kt.metrics import (
     pass_hat_k,
     responsiveness,
 )
-from simhub.stats import cluster_mean_ci, holm, paired_compare
+from simhub.stats import holm, paired_compare
 from simhub.tutoring.kt_bench import KTRunTrace
 from simhub.tutoring.kt_judges import run_axes
-from simhub.tutoring.results import Estimate
+from simhub.tutoring.results import Estimate, cluster_estimate
 from simhub.tutoring.trace import read_document
 
 __all__ = ["KT_RESULTS_KIND", "GateSettings", "KTBenchResults", "RunMeasures", "format_kt_results", "read_kt_results",
@@ -163,14 +163,9 @@ class KTBenchResults(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 def _estimate(values: Sequence[float | None], clusters: Sequence[str], n_resamples: int, seed: int) -> Estimate:
-    pairs = [(v, c) for v, c in zip(values, clusters, strict=True) if v is not None]
-    if not pairs:
-        return Estimate(mean=None, ci95=None, n=0)
-    vals, cl = [float(v) for v, _ in pairs], [c for _, c in pairs]
-    if len(set(cl)) < 2:
-        return Estimate(mean=float(np.mean(vals)), ci95=None, n=len(vals))
-    r = cluster_mean_ci(vals, cl, n_resamples=n_resamples, seed=seed)
-    return Estimate(mean=r.mean, ci95=r.ci, n=r.n)
+    """The tutor bench's cluster-bootstrap estimate over the non-null values."""
+    pairs = [(float(v), c) for v, c in zip(values, clusters, strict=True) if v is not None]
+    return cluster_estimate([v for v, _ in pairs], [c for _, c in pairs], n_resamples, seed)
 
 
 def _calibration(traces: Sequence[KTRunTrace]) -> CalibrationResult:

@@ -159,7 +159,8 @@ def _score(t: Trace, name: str) -> float | None:
     return _value(t.metrics, name)  # type: ignore[arg-type]
 
 
-def _estimate(values: Sequence[float], clusters: Sequence[str], n_resamples: int, seed: int) -> Estimate:
+def cluster_estimate(values: Sequence[float], clusters: Sequence[str], n_resamples: int, seed: int) -> Estimate:
+    """The mean with a cluster-bootstrap 95% interval (no interval with fewer than two clusters)."""
     if not values:
         return Estimate(mean=None, ci95=None, n=0)
     if len(set(clusters)) < 2:  # one item: a mean, but nothing to resample
@@ -258,7 +259,7 @@ def summarize(traces: Sequence[Trace], *, preset: str, settings: dict[str, Any] 
             estimates = {}
             for m in metrics:
                 scored = [(v, t.item) for t in good if (v := _score(t, m)) is not None]
-                estimates[m] = _estimate([v for v, _ in scored], [i for _, i in scored], n_resamples, seed)
+                estimates[m] = cluster_estimate([v for v, _ in scored], [i for _, i in scored], n_resamples, seed)
             level_results[level] = LevelResult(
                 conversations=len(at), failed=len(at) - len(good), flagged_turns=sum(t.flagged_turns for t in at),
                 mean_turns=float(np.mean([len(t.scored_turns) for t in good])) if good else None,

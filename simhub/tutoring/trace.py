@@ -205,3 +205,23 @@ def read_run_info(path: str | os.PathLike[str]) -> RunInfo:
     info = read_document(path, RunInfo, RUN_KIND, RUN_READS, "run.json ",
                          f"not a tutor-bench run.json (kind {RUN_KIND!r} expected)", unversioned=True)
     return msgspec.structs.replace(info, schema_version=RUN_VERSION) if info.schema_version == 0 else info
+
+
+def open_run_folder(output: str | os.PathLike[str], settings: dict[str, Any], info: dict[str, Any], *,
+                    optional: tuple[str, ...] = ()) -> None:
+    """Start or resume a run folder: an existing ``run.json`` must hold the same ``settings`` (a
+    DataError naming the first that differs), then ``run.json`` is (re)written. ``optional``: settings
+    present only when a component ran; a folder that had one differs from a run without it."""
+    import json
+
+    folder = Path(output)
+    run_file = folder / "run.json"
+    if run_file.is_file():
+        theirs = read_run_info(run_file).settings
+        for key in [*settings, *(k for k in optional if k in theirs and k not in settings)]:
+            if json.dumps(theirs.get(key), sort_keys=True) != json.dumps(settings.get(key), sort_keys=True):
+                raise DataError(f"{folder}: holds a tutor-bench run with another {key}; resume it with the "
+                                f"same settings or choose another --output", file=str(run_file), field=key)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_run_info(run_file, RunInfo.of(settings, info))
+

@@ -13,6 +13,7 @@ EduClaw-Bench grades multiple choice. Two sources:
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections import Counter
@@ -25,7 +26,7 @@ import msgspec
 from simhub.errors import DataError, UnknownNameError
 from simhub.schema import Dialogue
 
-__all__ = ["ItemBank", "KTItem", "grade", "items_from_dialogues", "read_items"]
+__all__ = ["ItemBank", "KTItem", "grade", "items_from_dialogues", "read_items", "sample_item_bank"]
 
 _OPTION = re.compile(r"^\s*Answer ([A-Z]) Text:\s*(.*)$")
 _STEM = re.compile(r"^\s*Question Text:\s*")
@@ -148,6 +149,15 @@ def items_from_dialogues(dialogues: Iterable[Dialogue]) -> ItemBank:
         items.append(KTItem(id=qid, kc=kc, question=stem, options=options, answer=q.correct_option,
                             explanation=explanation, source_text=q.text))
     return ItemBank(items, source="the dialogues' questions")
+
+
+@functools.lru_cache(maxsize=1)
+def sample_item_bank() -> ItemBank:
+    """The sample corpus's questions (all three splits) as an item bank, built once per process."""
+    from simhub.data.sample import load_sample_corpus
+
+    corpus = load_sample_corpus()
+    return items_from_dialogues([d for s in ("train", "val", "test") for d in corpus[s]])
 
 
 def read_items(path: str | os.PathLike[str]) -> ItemBank:

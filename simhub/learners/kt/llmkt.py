@@ -113,7 +113,7 @@ class LLMKTModel(KTModel):
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> LLMKTModel:
         from simhub.config import ModelRef
-        from simhub.learners.kt.items import read_items
+        from simhub.learners.kt.items import read_items, sample_item_bank
         from simhub.metrics.knowledge import KnowledgeTracer
         from simhub.models import LoadOptions, load_lm
         from simhub.runformat import check_version
@@ -125,14 +125,7 @@ class LLMKTModel(KTModel):
             if not raw.get(key):
                 raise DataError(f"{path}: {key}: missing", file=str(path), field=key)
         source = str(raw.get("items", "sample"))
-        if source == "sample":
-            from simhub.data.sample import load_sample_corpus
-            from simhub.learners.kt.items import items_from_dialogues
-
-            corpus = load_sample_corpus()
-            bank = items_from_dialogues([d for s in ("train", "val", "test") for d in corpus[s]])
-        else:
-            bank = read_items(source)
+        bank = sample_item_bank() if source == "sample" else read_items(source)
         lm = load_lm(ModelRef(model=str(raw["model"])), LoadOptions(device="cpu"))
         return cls(KnowledgeTracer(lm), raw["kcs"], bank.items, window=int(raw.get("window", 12)),
                    model=str(raw["model"]), items_source=source)

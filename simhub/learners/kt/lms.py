@@ -225,6 +225,9 @@ class LMSRun:
         self._context: list[str] = []
         self._addressed: set[str] = set()
         self._probe: list[KTItem] = []
+        #: What a failed day goes back to: the belief and the number of help requests at its start.
+        self._start_belief = self.belief
+        self._start_help = 0
         self._tutor_said = False
 
     # ---------------------------------------------------------------------------- bookkeeping
@@ -329,8 +332,8 @@ class LMSRun:
         and the belief and help requests are as they were before it."""
         day = self._today or DayRecord(day=(self.days[-1].day + 1) if self.days else 1)
         day.failed = cause
-        self.belief = getattr(self, "_start_belief", self.belief)
-        del self.help[getattr(self, "_start_help", len(self.help)):]
+        self.belief = self._start_belief
+        del self.help[self._start_help:]
         for h in self.help:
             if h.answered_day == day.day:
                 h.answered_day = h.answered_turn = None
