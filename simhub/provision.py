@@ -2,8 +2,8 @@
 
 * ``tiny:NAME`` — a model of the tiny kit (:mod:`simhub.demo`), built under ``$SIMHUB_HOME/tiny``;
 * ``demo:NAME`` — a model trained once on the bundled sample corpus by the shipped ``tiny-NAME``
-  recipe, under ``$SIMHUB_HOME/demo/NAME``: a LoRA adapter, or for ``demo:acts`` an embedding
-  classifier (it may train: seconds to minutes);
+  recipe (``smol-NAME`` for the SmolLM2 students, ``demo:smol-NAME``), under ``$SIMHUB_HOME/demo/NAME``:
+  a LoRA adapter, or for ``demo:acts`` an embedding classifier (it may train: seconds to minutes);
 * ``random-lora:NAME`` — a randomly initialised rank-32 LoRA on its simulator's base, under
   ``$SIMHUB_HOME/serving/adapters/NAME`` (stands in for a trained adapter in service tests);
 * ``smol:135m-instruct`` — SmolLM2-135M-Instruct, a real instruction-tuned Llama, from the Hub or
@@ -35,8 +35,9 @@ from simhub.config import PROVISIONED_SCHEMES, Profile, provisioned_refs, simhub
 from simhub.errors import ConfigError, UnknownNameError, require
 from simhub.models.cpu import pinned_threads
 
-#: Demo models: ``demo:NAME`` is trained from the shipped recipe ``tiny-NAME``.
-DEMO_MODELS = ("student-sft", "tutor", "acts", "acts-llm", "correctness", "correctness-emb", "kt", "judge")
+#: Demo models: ``demo:NAME`` is trained from the shipped recipe :func:`demo_recipe` names.
+DEMO_MODELS = ("student-sft", "tutor", "acts", "acts-llm", "correctness", "correctness-emb", "kt", "judge",
+               "smol-student-sft")
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 #: ``on_step(k, n, what)``: called before each build step (k from 1), for progress reports.
@@ -49,6 +50,16 @@ def _say(k: int, n: int, what: str) -> None:
 
 def tiny_dir() -> Path:
     return simhub_home() / "tiny"
+
+
+def demo_recipe(name: str) -> str:
+    """The shipped recipe that trains ``demo:NAME``: ``tiny-NAME`` on the tiny kit, or ``NAME`` itself
+    for the SmolLM2 models (``smol-student-sft``...).
+
+    >>> demo_recipe("judge"), demo_recipe("smol-student-sft")
+    ('tiny-judge', 'smol-student-sft')
+    """
+    return name if name.startswith("smol-") else f"tiny-{name}"
 
 
 def demo_dir(name: str) -> Path:
@@ -170,11 +181,11 @@ DEMO_RECIPE_FILE = "demo_recipe.json"
 
 @functools.cache
 def _shipped_recipe(name: str) -> dict:
-    """The ``tiny-NAME`` recipe this simhub ships, as JSON values (what :data:`DEMO_RECIPE_FILE` records);
+    """The recipe this simhub ships for ``demo:NAME`` (:func:`demo_recipe`), as JSON values (what :data:`DEMO_RECIPE_FILE` records);
     read once per process (readiness polls :func:`is_built`). Callers must not change it."""
     from simhub.training import load_recipe
 
-    return json.loads(json.dumps(load_recipe(f"tiny-{name}").to_dict(), default=str))
+    return json.loads(json.dumps(load_recipe(demo_recipe(name)).to_dict(), default=str))
 
 
 def _demo_built(folder: Path) -> bool:
@@ -193,7 +204,7 @@ def _demo_built(folder: Path) -> bool:
 
 
 def build_demo_model(name: str) -> Path:
-    """Train demo model ``name`` from its shipped tiny recipe unless it exists (one process at a time)."""
+    """Train demo model ``name`` from its shipped recipe (:func:`demo_recipe`) unless it exists (one process at a time)."""
     target = demo_dir(name)
     if _demo_built(target):
         return target
@@ -206,7 +217,7 @@ def build_demo_model(name: str) -> Path:
 def _train_demo_model(name: str, target: Path) -> None:
     from simhub.training import load_recipe, train
 
-    recipe = resolve_recipe(load_recipe(f"tiny-{name}"))
+    recipe = resolve_recipe(load_recipe(demo_recipe(name)))
     partial = target.with_name(f".{name}.{os.getpid()}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     if (target / "training_config.json").is_file():
@@ -303,7 +314,7 @@ PARALLEL_ENV = "SIMHUB_PARALLEL_BUILDS"
 def _demo_steps(spec: str) -> int:
     from simhub.training import load_recipe
 
-    return int(load_recipe(f"tiny-{spec.removeprefix('demo:')}").max_steps or 0)
+    return int(load_recipe(demo_recipe(spec.removeprefix("demo:"))).max_steps or 0)
 
 
 def parallel_plan(long: list[str], free_slots: int) -> list[str]:

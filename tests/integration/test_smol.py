@@ -3,6 +3,7 @@ dequantised once and saved as safetensors that give the GGUF model's own logits.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import zipfile
@@ -115,7 +116,7 @@ def test_the_papers_baselines_run_locally_on_smollm2(built, sample_corpus):
         simulator = build_simulator(name, profile)
         assert simulator.kind == "baseline" and simulator.describe()["baseline"] == name.removeprefix("baseline:")
         assert simulator.config.model == str(built) and simulator.config.temperature == 0.0
-        assert simulator.config.max_tokens == 128 and simulator.config.reasoning_effort is None
+        assert simulator.config.max_tokens == 64 and simulator.config.reasoning_effort is None
     zero_shot = build_simulator("baseline:zero-shot", profile)
     target = Target(dialogue, turn)
     assert zero_shot.messages(target) == baseline_messages("zero-shot", dialogue, turn, None)
@@ -137,3 +138,99 @@ def test_prompt_show_prints_what_the_local_baseline_sees(built, sample_corpus, t
     # SmolLM2's own chat template around the paper's oracle prompt, which carries the annotated profile.
     assert out.startswith("<|im_start|>system\n") and out.rstrip().endswith("<|im_start|>assistant")
     assert dialogue.turns[0].content[:40] in out
+
+
+def _file_digest(folder: Path) -> dict[str, str]:
+    import hashlib
+
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.safetensors"))}
+
+
+def test_sft_on_smollm2_changes_the_adapter_and_leaves_the_base(built, tmp_path, monkeypatch):
+    """The smol-student-sft recipe (one step on one dialogue here): only LoRA weights move, and the
+    provisioned base folder is byte for byte what it was."""
+    import peft
+
+    from simhub.provision import resolve_recipe
+    from simhub.training import load_recipe, train
+
+    captured = {}
+    real = peft.get_peft_model
+
+    def spy(model, config, *args, **kwargs):
+        wrapped = real(model, config, *args, **kwargs)
+        captured["model"] = wrapped
+        captured["before"] = {n: p.detach().clone() for n, p in wrapped.named_parameters()}
+        return wrapped
+
+    monkeypatch.setattr(peft, "get_peft_model", spy)
+    base_files = _file_digest(built)
+    recipe = resolve_recipe(load_recipe("smol-student-sft", [
+        "max_steps=1", "max_train_dialogues=1", "max_eval_dialogues=1", "eval_steps=1", "effective_batch_size=1",
+        "warmup_ratio=0.0"]))
+    assert recipe.base_model == str(built)
+    results = train(recipe, tmp_path / "sft")
+    after = dict(captured["model"].named_parameters())
+    lora = [n for n in after if "lora_" in n]
+    assert lora and any(not torch.equal(after[n], captured["before"][n]) for n in lora if "lora_B" in n)
+    assert all(torch.equal(p, captured["before"][n]) for n, p in after.items() if "lora_" not in n)
+    assert _file_digest(built) == base_files
+    config = json.loads((tmp_path / "sft" / "adapter_config.json").read_text())
+    assert (config["r"], config["lora_alpha"], config["use_rslora"]) == (32, 64, True)
+    assert results["global_step"] == 1 and results["eval_loss"] > 0
+
+
+@pytest.mark.vllm
+def test_vllm_and_transformers_agree_on_greedy_continuations(built, sample_corpus, tmp_path):
+    """SmolLM2 greedy, base and two LoRAs served from one engine (multi-LoRA), on both backends."""
+    pytest.importorskip("vllm")
+    from simhub.config import ModelRef
+    from simhub.models import LoadOptions, Sampling, load_lm, unload_models
+    from simhub.prompts import baseline_messages
+    from simhub.provision import build_random_lora
+
+    loras = [build_random_lora(str(built), tmp_path / f"lora{seed}", seed=seed) for seed in (1, 2)]
+    dialogue = sample_corpus["test"][0]
+    prompts = [baseline_messages("zero-shot", dialogue, turn, None) for turn in dialogue.student_turn_indices()[:3]]
+    prompts.append([{"role": "user", "content": "Say hello to the tutor in one short sentence."}])
+    sampling = Sampling(max_tokens=24)
+    refs = [ModelRef(model=str(built))] + [ModelRef(model=str(built), adapter=str(p)) for p in loras]
+    texts = {}
+    try:
+        for backend in ("transformers", "vllm"):
+            options = LoadOptions(backend=backend, device="cpu", dtype="float32", enable_lora=True)
+            for k, ref in enumerate(refs):
+                lm = load_lm(ref, options)
+                texts[backend, k] = [r.generations[0].text for r in lm.generate(prompts, sampling)]
+    finally:
+        unload_models()
+    for k in range(len(refs)):
+        assert texts["vllm", k] == texts["transformers", k], k
+    assert texts["transformers", 0] != texts["transformers", 1]  # the adapters change the model
+
+
+def test_the_service_simulates_and_chats_with_smollm2(built):
+    """SmolLM2 through the service: POST /simulate and the OpenAI-compatible student (transformers backend)."""
+    pytest.importorskip("litestar")
+    from litestar.testing import TestClient
+
+    from simhub.config import load_profile
+    from simhub.provision import restrict
+    from simhub.serving.app import create_app
+    from simhub.serving.settings import ServiceSettings
+    from tests.integration.test_serving import HISTORY, wait_ready
+
+    profile = restrict(load_profile("demo-smol"), metrics=[], simulators=["smol-base"], tutors=[], baselines=False)
+    with TestClient(create_app(ServiceSettings.load(profile, max_tokens=64), profile)) as client:
+        wait_ready(client, timeout=300)
+        body = {"model": "smol-base", "dialogues": [HISTORY], "sampling": {"max_tokens": 16}}
+        first = client.post("/simulate", json=body)
+        assert first.status_code == 200, first.text
+        text = first.json()["results"][0]["candidates"][0]["text"]
+        assert text.strip() and text == client.post("/simulate", json=body).json()["results"][0]["candidates"][0]["text"]
+        chat = client.post("/v1/chat/completions", json={
+            "model": "smol-base", "max_tokens": 16,
+            "messages": [{"role": "user", "content": "What calculation do we need to do here?"}]})
+        assert chat.status_code == 200, chat.text
+        answer = chat.json()
+        assert answer["choices"][0]["message"]["content"].strip() and answer["usage"]["completion_tokens"] <= 16

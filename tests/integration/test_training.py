@@ -22,7 +22,13 @@ def test_every_recipe_parses(path):
 
     recipe = load_recipe(path)
     assert recipe.gradient_accumulation_steps(world_size=1) >= 1
-    if not path.stem.startswith("tiny-"):
+    if path.stem.startswith("smol-"):  # the paper's student recipe on SmolLM2, sized for two cores
+        assert recipe.base_model == "smol:135m-instruct" and recipe.data == "sample:" and not recipe.bf16
+        assert recipe.base_model_hub_id == "HuggingFaceTB/SmolLM2-135M-Instruct" and recipe.persona == "none"
+        assert (recipe.lora_r, recipe.lora_alpha, recipe.lora_dropout, recipe.use_rslora) == (32, 64, 0.05, True)
+        assert recipe.lora_target_modules == "all-linear" and recipe.max_prompt_chars == 6000
+        assert recipe.max_steps > 0  # a fixed number of steps, stated in the recipe
+    elif not path.stem.startswith("tiny-"):
         assert recipe.base_model in ("meta-llama/Llama-3.2-3B-Instruct", "meta-llama/Llama-3.1-8B-Instruct")
         assert recipe.base_model_hub_id == recipe.base_model
         assert recipe.effective_batch_size == 64 and recipe.bf16
@@ -52,7 +58,7 @@ def test_recipe_files_cover_every_model():
     for name in ("student-sft-3b", "student-sft-8b", "student-dpo-3b", "student-dpo-8b", "acts-8b",
                  "correctness-8b", "kt-8b", "tutor-8b", "tiny-student-sft", "tiny-student-dpo", "tiny-acts",
                  "tiny-acts-llm", "tiny-correctness-emb",
-                 "tiny-correctness", "tiny-judge", "tiny-kt", "tiny-tutor"):
+                 "tiny-correctness", "tiny-judge", "tiny-kt", "tiny-tutor", "smol-student-sft"):
         assert name in names
     for name in ("single_gpu", "multi_gpu", "fsdp"):
         assert (ROOT / "training" / "accelerate" / f"{name}.yaml").is_file()

@@ -153,3 +153,13 @@ def test_a_demo_model_trained_from_another_recipe_is_stale(tmp_path, monkeypatch
     (folder / DEMO_RECIPE_FILE).write_text(json.dumps(_shipped_recipe("acts")))
     assert is_built("demo:acts")
     assert _shipped_recipe("acts")["kind"] == "acts-embedding"
+
+
+def test_every_demo_model_has_its_shipped_recipe():
+    """``demo:NAME`` trains from ``tiny-NAME``, or for the SmolLM2 students from ``smol-NAME`` itself."""
+    from simhub.config import RECIPE_DIR
+    from simhub.provision import DEMO_MODELS, demo_recipe
+
+    assert demo_recipe("judge") == "tiny-judge" and demo_recipe("smol-student-sft") == "smol-student-sft"
+    for name in DEMO_MODELS:
+        assert (RECIPE_DIR / f"{demo_recipe(name)}.yaml").is_file(), name
