@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from simhub.schema import atomic_write_bytes
+
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "smol_generation.json"
 
 
@@ -116,9 +118,7 @@ def main(argv: list[str] | None = None) -> int:
            "threads": torch.get_num_threads(), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
            **extra, "runs": {k: {kk: vv for kk, vv in v.items() if kk != "texts"} for k, v in rows.items()}}
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.output.with_suffix(".tmp")
-    tmp.write_text(json.dumps(out, indent=1) + "\n")
-    tmp.replace(args.output)
+    atomic_write_bytes(args.output, (json.dumps(out, indent=1) + "\n").encode())
     print(json.dumps(out, indent=1))
     return 0
 

@@ -25,6 +25,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from simhub.schema import atomic_write_bytes
+
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "smol_learner.json"
 
 
@@ -62,9 +64,7 @@ def main(argv: list[str] | None = None) -> int:
            "mean_kg": round(sum(t.metrics.kg for t in traces if t.metrics) / max(len(traces), 1), 3),
            "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    tmp_out = args.output.with_suffix(".tmp")
-    tmp_out.write_text(json.dumps(out, indent=1) + "\n")
-    tmp_out.replace(args.output)
+    atomic_write_bytes(args.output, (json.dumps(out, indent=1) + "\n").encode())
     print(json.dumps(out, indent=1))
     return 0
 

@@ -2,8 +2,9 @@
 
 * ``tiny:NAME`` — a model of the tiny kit (:mod:`simhub.demo`), built under ``$SIMHUB_HOME/tiny``;
 * ``demo:NAME`` — a model trained once on the bundled sample corpus by the shipped ``tiny-NAME``
-  recipe (``smol-NAME`` for the SmolLM2 students, ``demo:smol-NAME``), under ``$SIMHUB_HOME/demo/NAME``:
-  a LoRA adapter, or for ``demo:acts`` an embedding classifier (it may train: seconds to minutes);
+  recipe (the SmolLM2 student ``demo:smol-student-sft`` by ``smol-student-sft``), under
+  ``$SIMHUB_HOME/demo/NAME``: a LoRA adapter, or for ``demo:acts`` an embedding classifier (it may
+  train: seconds to minutes);
 * ``random-lora:NAME`` — a randomly initialised rank-32 LoRA on its simulator's base, under
   ``$SIMHUB_HOME/serving/adapters/NAME`` (stands in for a trained adapter in service tests);
 * ``smol:135m-instruct`` — SmolLM2-135M-Instruct, a real instruction-tuned Llama, from the Hub or
@@ -181,8 +182,8 @@ DEMO_RECIPE_FILE = "demo_recipe.json"
 
 @functools.cache
 def _shipped_recipe(name: str) -> dict:
-    """The recipe this simhub ships for ``demo:NAME`` (:func:`demo_recipe`), as JSON values (what :data:`DEMO_RECIPE_FILE` records);
-    read once per process (readiness polls :func:`is_built`). Callers must not change it."""
+    """The recipe this simhub ships for ``demo:NAME`` (:func:`demo_recipe`), as JSON values (what
+    :data:`DEMO_RECIPE_FILE` records); read once per process (readiness polls :func:`is_built`). Callers must not change it."""
     from simhub.training import load_recipe
 
     return json.loads(json.dumps(load_recipe(demo_recipe(name)).to_dict(), default=str))
@@ -204,7 +205,8 @@ def _demo_built(folder: Path) -> bool:
 
 
 def build_demo_model(name: str) -> Path:
-    """Train demo model ``name`` from its shipped recipe (:func:`demo_recipe`) unless it exists (one process at a time)."""
+    """Train demo model ``name`` from its shipped recipe (:func:`demo_recipe`) unless it exists (one
+    process at a time)."""
     target = demo_dir(name)
     if _demo_built(target):
         return target

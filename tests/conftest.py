@@ -45,6 +45,25 @@ def simhub_home():
     return Path(os.environ["SIMHUB_HOME"])
 
 
+@pytest.fixture
+def peft_spy(monkeypatch):
+    """What training wraps with ``peft.get_peft_model``: ``{"model": the PEFT model, "before": a copy of
+    every parameter as it was wrapped}``, filled when training starts, to compare after it."""
+    import peft
+
+    captured: dict = {}
+    real = peft.get_peft_model
+
+    def spy(model, config, *args, **kwargs):
+        wrapped = real(model, config, *args, **kwargs)
+        captured["model"] = wrapped
+        captured["before"] = {n: p.detach().clone() for n, p in wrapped.named_parameters()}
+        return wrapped
+
+    monkeypatch.setattr(peft, "get_peft_model", spy)
+    return captured
+
+
 @pytest.fixture(scope="session")
 def tiny_kit(simhub_home):
     """The tiny model kit (tokenizer, causal LM, classifier), built once per session where the

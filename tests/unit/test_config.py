@@ -91,7 +91,7 @@ def test_every_shipped_recipe_parses():
     from simhub.training.config import available_recipes, load_recipe
 
     names = available_recipes()
-    assert len(names) == 17 and {"tiny-acts", "tiny-acts-llm", "tiny-correctness-emb"} <= set(names)
+    assert len(names) == 18 and {"tiny-acts", "tiny-acts-llm", "tiny-correctness-emb", "smol-student-sft"} <= set(names)
     for name in names:
         assert load_recipe(name).kind
 
