@@ -313,7 +313,8 @@ LONG_BUILD_STEPS = 100
 PARALLEL_ENV = "SIMHUB_PARALLEL_BUILDS"
 
 
-def _demo_steps(spec: str) -> int:
+def demo_steps(spec: str) -> int:
+    """The training steps of the shipped recipe behind ``demo:NAME`` (a rough cost of building it)."""
     from simhub.training import load_recipe
 
     return int(load_recipe(demo_recipe(spec.removeprefix("demo:"))).max_steps or 0)
@@ -347,7 +348,7 @@ def start_parallel_builds(todo: list[str]) -> list[subprocess.Popen]:
     if os.environ.get(PARALLEL_ENV, "1").strip() in ("0", "false", "no", "off"):
         return []
     long = [s for s in todo if s.startswith("demo:") and s.removeprefix("demo:") in DEMO_MODELS
-            and _demo_steps(s) >= LONG_BUILD_STEPS]
+            and demo_steps(s) >= LONG_BUILD_STEPS]
     cores = usable_cores()
     if len(long) < 2 or cores < 2 * DEMO_BUILD_THREADS:  # no room for two builds: nothing to measure
         return []

@@ -436,9 +436,8 @@ def _build_cost(ref: str) -> int:
     if not ref.startswith("demo:"):
         return 0
     try:
-        from simhub.provision import demo_recipe
-        from simhub.training import load_recipe
+        from simhub.provision import demo_steps
 
-        return int(load_recipe(demo_recipe(ref.removeprefix("demo:"))).max_steps or 0)
+        return demo_steps(ref)
     except Exception:  # an unknown demo model fails when it is built, with its own message
         return 0

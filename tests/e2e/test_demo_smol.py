@@ -61,7 +61,7 @@ def test_the_fine_tuned_smollm2_student_beats_its_zero_shot_prompting(runs):
         assert metrics[name]["diff"] > 0 and metrics[name]["ci95"][0] > 0, (name, metrics[name])
 
 
-def test_the_smollm2_rows_sit_between_the_floor_and_the_ceiling(runs):
+def test_the_smollm2_rows_score_every_turn_below_the_ceiling(runs):
     for run in runs.values():
         results = json.loads((run / "results.json").read_text())["metrics"]
         assert 0 < results["rouge_l"]["mean"] < 0.9 and 0 < results["cosine"]["mean"] < 0.9
