@@ -2,7 +2,8 @@
 
 * ``tiny:NAME`` — a model of the tiny kit (:mod:`simhub.demo`), built under ``$SIMHUB_HOME/tiny``;
 * ``demo:NAME`` — a model trained once on the bundled sample corpus by the shipped ``tiny-NAME``
-  recipe (the SmolLM2 student ``demo:smol-student-sft`` by ``smol-student-sft``), under
+  recipe (the SmolLM2 students ``demo:smol-student-sft`` and ``demo:smol-student-dpo`` by the recipes
+  of those names; a ``student-dpo`` recipe runs the whole DPO pipeline), under
   ``$SIMHUB_HOME/demo/NAME``: a LoRA adapter, or for ``demo:acts`` an embedding classifier (it may
   train: seconds to minutes);
 * ``random-lora:NAME`` — a randomly initialised rank-32 LoRA on its simulator's base, under
@@ -38,7 +39,7 @@ from simhub.models.cpu import pinned_threads
 
 #: Demo models: ``demo:NAME`` is trained from the shipped recipe :func:`demo_recipe` names.
 DEMO_MODELS = ("student-sft", "tutor", "acts", "acts-llm", "correctness", "correctness-emb", "kt", "judge",
-               "smol-student-sft")
+               "smol-student-sft", "smol-student-dpo")
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 #: ``on_step(k, n, what)``: called before each build step (k from 1), for progress reports.
@@ -220,15 +221,22 @@ def _train_demo_model(name: str, target: Path) -> None:
     from simhub.training import load_recipe, train
 
     recipe = resolve_recipe(load_recipe(demo_recipe(name)))
+    # DPO's rewards come from its scoring profile's metric models, built (if need be) before the pinning.
+    rewards = dpo_reward_profile(recipe) if recipe.kind == "student-dpo" else None
     partial = target.with_name(f".{name}.{os.getpid()}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     if (target / "training_config.json").is_file():
         print(f"simhub: demo:{name} was trained from another recipe than this simhub ships; training it again",
               file=sys.stderr, flush=True)
     with pinned_threads(DEMO_BUILD_THREADS):  # the same model on every machine, whatever the load
-        train(recipe, partial)
+        if rewards is None:
+            train(recipe, partial)
+        else:
+            from simhub.training.dpo import run_dpo
+
+            run_dpo(recipe, partial, rewards)  # candidates, scores and pairs stay beside the adapter
     (partial / DEMO_RECIPE_FILE).write_text(json.dumps(_shipped_recipe(name), indent=1) + "\n", encoding="utf-8")
-    for checkpoint in partial.glob("checkpoint-*"):
+    for checkpoint in [*partial.glob("checkpoint-*"), *partial.glob("dpo/checkpoint-*")]:
         shutil.rmtree(checkpoint, ignore_errors=True)
     if _demo_built(target):  # another process finished first
         shutil.rmtree(partial, ignore_errors=True)
@@ -428,6 +436,32 @@ def resolve_recipe(recipe):
     if recipe.dpo.sft_adapter and recipe.dpo.sft_adapter.startswith(PROVISIONED_SCHEMES):
         recipe = replace(recipe, dpo=replace(recipe.dpo, sft_adapter=resolve_model(recipe.dpo.sft_adapter)))
     return recipe
+
+
+def metric_models(metrics: list[str] | None) -> list[str] | None:
+    """The registry names (model entries) behind metric output names, for :func:`restrict`.
+
+    >>> metric_models(["errors", "cosine", "rouge_l"])
+    ['cosine', 'judge']
+    """
+    if metrics is None:
+        return None
+    from simhub.metrics import outputs
+
+    table = outputs()
+    return sorted({table[m][0].config_key for m in metrics if table[m][0].config_key})
+
+
+def dpo_reward_profile(recipe) -> Profile:
+    """The profile whose metric models give a ``student-dpo`` recipe's rewards: its
+    ``dpo.scoring_profile`` cut down to the models of ``dpo.reward_metrics`` (all, when unset), with no
+    simulators or tutors, provisioned."""
+    from simhub.config import load_profile
+
+    profile = load_profile(recipe.dpo.scoring_profile)
+    if recipe.dpo.reward_metrics is not None:
+        profile = restrict(profile, metrics=metric_models(recipe.dpo.reward_metrics))
+    return provision_profile(restrict(profile, simulators=[], tutors=[]))
 
 
 def restrict(profile: Profile, *, metrics: list[str] | None = None, simulators: list[str] | None = None,

@@ -43,13 +43,10 @@ def metric_list(text: str | None) -> list[str] | None:
 
 
 def metric_models(metrics: list[str] | None) -> list[str] | None:
-    """The registry names (model entries) behind output names, for :func:`simhub.provision.restrict`."""
-    if metrics is None:
-        return None
-    from simhub.metrics import outputs
+    """:func:`simhub.provision.metric_models`, imported when called (the command line starts light)."""
+    from simhub.provision import metric_models as entries
 
-    table = outputs()
-    return sorted({table[m][0].config_key for m in metrics if table[m][0].config_key})
+    return entries(metrics)
 
 
 def causes(errors) -> str:

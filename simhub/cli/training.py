@@ -36,8 +36,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _dpo(args: argparse.Namespace) -> int:
-    from simhub.config import load_profile
-    from simhub.provision import provision_profile, restrict
+    from simhub.provision import dpo_reward_profile
     from simhub.training import load_recipe
     from simhub.training.dpo import run_dpo
 
@@ -46,13 +45,8 @@ def _dpo(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.recipe}: kind is {kind!r}; simhub dpo needs a student-dpo recipe", field="kind")
     check_output(args.output_dir, folder=True, field="output_dir")
     recipe = _recipe(args)  # builds a provisioned base model: after every check
-    profile = load_profile(recipe.dpo.scoring_profile)
-    if recipe.dpo.reward_metrics is not None:
-        from simhub.cli.common import metric_models
-
-        profile = restrict(profile, metrics=metric_models(recipe.dpo.reward_metrics))
-    profile = provision_profile(restrict(profile, simulators=[], tutors=[]))
-    run_dpo(recipe, args.output_dir, profile, resume=args.resume, until=getattr(args, "until", "train"))
+    run_dpo(recipe, args.output_dir, dpo_reward_profile(recipe), resume=args.resume,
+            until=getattr(args, "until", "train"))
     return 0
 
 

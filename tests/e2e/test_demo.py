@@ -80,12 +80,19 @@ def test_demo_service_simulates_and_scores(demo_profile):
         assert scored.status_code == 200 and round(scored.json()["items"][0]["scores"]["rouge_l"], 4) == 0.25
 
 
-def _eval(simulator: str, data, output) -> dict:
-    done = subprocess.run([sys.executable, "-m", "simhub", "eval", "--profile", "demo", "--simulator", simulator,
-                           "--data", str(data), "--output", str(output), "--bootstrap", "200"],
-                          capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads((output / "results.json").read_text())["metrics"]
+def _evals(runs: dict, data) -> list[dict]:
+    """``simhub eval`` of each simulator into its folder, side by side (each run is mostly one
+    process's Python and model loading): each run's metrics."""
+    started = [(output, subprocess.Popen(
+        [sys.executable, "-m", "simhub", "eval", "--profile", "demo", "--simulator", simulator, "--data", str(data),
+         "--output", str(output), "--bootstrap", "200"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+        for simulator, output in runs.items()]
+    metrics = []
+    for output, process in started:
+        _, stderr = process.communicate(timeout=900)
+        assert process.returncode == 0, stderr[-2000:]
+        metrics.append(json.loads((output / "results.json").read_text())["metrics"])
+    return metrics
 
 
 def test_demo_real_turns_scored_against_themselves(demo_profile, sample_corpus, tmp_path):
@@ -97,8 +104,8 @@ def test_demo_real_turns_scored_against_themselves(demo_profile, sample_corpus, 
 
     test = sample_corpus["test"]
     write_jsonl(tmp_path / "test.jsonl", test)
-    ceiling = _eval("reference:real", tmp_path / "test.jsonl", tmp_path / "ceiling")
-    floor = _eval("reference:previous-turn", tmp_path / "test.jsonl", tmp_path / "floor")
+    ceiling, floor = _evals({"reference:real": tmp_path / "ceiling", "reference:previous-turn": tmp_path / "floor"},
+                            tmp_path / "test.jsonl")
     assert ceiling["acts"]["mean"] >= 0.95 and floor["acts"]["mean"] <= 0.5
     assert ceiling["cosine"]["mean"] == pytest.approx(1.0, abs=1e-5) and floor["cosine"]["mean"] < 0.8
     assert ceiling["rouge_l"]["mean"] > 0.98 > 0.1 > floor["rouge_l"]["mean"]  # 1 but for turns cut at 500 characters
@@ -109,20 +116,26 @@ def test_demo_real_turns_scored_against_themselves(demo_profile, sample_corpus, 
     assert floor["correctness"]["mean"] <= ceiling["correctness"]["mean"] - 0.15
 
 
-def test_demo_act_classifier_greedy_generation_agrees_with_label_scoring(simhub_home, sample_corpus):
+def test_demo_act_classifier_greedy_generation_agrees_with_label_scoring(sample_corpus, tmp_path):
     """FIDELITY.md, act prediction: the reference generates the act greedily and compares strings;
-    simhub scores the five labels as continuations. On the trained tiny LM act classifier
-    (``demo:acts-llm``, the paper's kind of classifier) the two agree on the real test turns
-    (measured: greedy decoding writes a label for all 273 labelled turns, and the same label as the
-    scoring, every time)."""
+    simhub scores the five labels as continuations. On a tiny LM act classifier (the paper's kind of
+    classifier: the ``tiny-acts-llm`` recipe, trained here for 300 of its 1,000 steps at three times
+    its rate, to keep the suite short) greedy decoding writes a label for nearly every real test turn
+    (measured: 261 of the 273 labelled ones), and where it does, the label the scoring picks (all
+    261). The fully trained ``demo:acts-llm`` writes a label for all 273, each the scoring's."""
     from simhub.config import ModelRef
     from simhub.metrics import MetricContext
     from simhub.metrics.acts import Acts
     from simhub.models import Sampling
+    from simhub.models.cpu import pinned_threads
     from simhub.prompts import act_messages
-    from simhub.provision import build_demo_model
+    from simhub.provision import DEMO_BUILD_THREADS, resolve_recipe
+    from simhub.training import load_recipe, train
 
-    metric = Acts(ModelRef(model=str(build_demo_model("acts-llm"))), MetricContext())
+    recipe = resolve_recipe(load_recipe("tiny-acts-llm", ["max_steps=300", "eval_steps=300", "learning_rate=3e-3"]))
+    with pinned_threads(DEMO_BUILD_THREADS):  # as a demo build: the same classifier on every machine
+        train(recipe, tmp_path / "acts-llm")
+    metric = Acts(ModelRef(model=str(tmp_path / "acts-llm")), MetricContext())
     items = [(d.turns[:i], d.turns[i].content, d) for d in sample_corpus["test"]
              for i in d.student_turn_indices() if d.turns[i].act is not None]
     scored = metric.predict(items)
@@ -130,5 +143,5 @@ def test_demo_act_classifier_greedy_generation_agrees_with_label_scoring(simhub_
     greedy = lm.generate([act_messages(*item) for item in items], Sampling(max_tokens=8))
     written = [r.generations[0].text.strip() for r in greedy]
     on_label = [(w, s) for w, s in zip(written, scored, strict=True) if w in ACTS]
-    assert len(items) == 273 and len(on_label) == len(items)  # greedy decoding always writes an act
+    assert len(items) == 273 and len(on_label) >= 0.9 * len(items)  # greedy decoding nearly always writes an act
     assert sum(w == s for w, s in on_label) >= 0.98 * len(on_label)

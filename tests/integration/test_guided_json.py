@@ -1,7 +1,8 @@
 """Schema-guided JSON (``Sampling.json_schema``): the tiny model's guided replies parse and match
 their schema where its free text never parses, the KT role-player over it answers every item with
 one of its letters, a schema the decoder cannot follow is a ConfigError naming ``json_schema``, and
-the other backends pass the schema on (an endpoint's ``response_format``) or refuse it (the dummy)."""
+the other backends pass the schema on (an endpoint's ``response_format``) or refuse it (the dummy).
+vLLM's structured outputs are tested in test_vllm.py, on the engine its other in-process test starts."""
 
 from __future__ import annotations
 
@@ -163,24 +164,6 @@ def test_the_dummy_model_refuses_a_schema():
     with pytest.raises(NotSupportedError, match="json_schema"):
         load_lm("dummy:0").generate([ASK], Sampling(max_tokens=4, json_schema=SCHEMA))
     assert load_lm("dummy:0").generate([ASK], Sampling(max_tokens=4))[0].generations
-
-
-@pytest.mark.vllm
-def test_vllm_structured_outputs_follow_the_schema(tiny_kit):
-    pytest.importorskip("vllm")
-    from simhub.models import LoadOptions, unload_models
-
-    try:
-        lm = load_lm(ModelRef(model=str(tiny_kit["llama"])), LoadOptions(backend="vllm"))
-        results = lm.generate([ASK, ASK], Sampling(temperature=1.0, max_tokens=80, n=2, seed=3, json_schema=SCHEMA))
-        for g in (g for r in results for g in r.generations):
-            value = parses(g.text)
-            assert value is not None and matches(value, SCHEMA), g.text
-            assert compact(g.text)  # as the transformers backend writes it
-        with pytest.raises(ConfigError, match="json_schema"):
-            lm.generate([ASK], Sampling(max_tokens=8, json_schema={"type": "frobnicate"}))
-    finally:
-        unload_models()
 
 
 def test_the_knowledge_state_learner_and_extractor_on_a_local_model_write_their_json(tiny_kit, tiny_lm):

@@ -185,7 +185,7 @@ def test_vllm_and_transformers_agree_on_greedy_continuations(built, sample_corpu
                [{"role": "user", "content": "Say hello to the tutor in one short sentence."}],
                [{"role": "system", "content": "You are a student."},
                 {"role": "user", "content": "What is 5/8 divided by 1/6?"}]]
-    sampling = Sampling(max_tokens=20)
+    sampling = Sampling(max_tokens=12)
     refs = [ModelRef(model=str(built))] + [ModelRef(model=str(built), adapter=str(p)) for p in loras]
     texts = {}
     try:

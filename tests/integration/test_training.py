@@ -28,6 +28,12 @@ def test_every_recipe_parses(path):
         assert (recipe.lora_r, recipe.lora_alpha, recipe.lora_dropout, recipe.use_rslora) == (32, 64, 0.05, True)
         assert recipe.lora_target_modules == "all-linear" and recipe.max_prompt_chars == 6000
         assert recipe.max_steps > 0  # a fixed number of steps, stated in the recipe
+        if recipe.kind == "student-dpo":  # student-dpo-8b's sampling, pairing and loss on the SFT student; 5% of the data
+            assert recipe.dpo.sft_adapter == "demo:smol-student-sft" and recipe.dpo.scoring_profile == "demo-smol"
+            assert recipe.dpo.beta == 0.1 and recipe.dpo.num_candidates == 4 and recipe.dpo.subsample == 0.05
+            assert (recipe.dpo.temperature, recipe.dpo.top_p, recipe.dpo.top_k) == (1.0, 0.95, 0)
+            assert (recipe.dpo.skip_turns, recipe.dpo.epsilon, recipe.dpo.max_pairs_per_turn) == (5, 0.1, 6)
+            assert (recipe.dpo.max_prompt_length, recipe.dpo.max_length, recipe.dpo.reward_metrics) == (512, 1024, None)
     elif not path.stem.startswith("tiny-"):
         assert recipe.base_model in ("meta-llama/Llama-3.2-3B-Instruct", "meta-llama/Llama-3.1-8B-Instruct")
         assert recipe.base_model_hub_id == recipe.base_model
@@ -58,7 +64,8 @@ def test_recipe_files_cover_every_model():
     for name in ("student-sft-3b", "student-sft-8b", "student-dpo-3b", "student-dpo-8b", "acts-8b",
                  "correctness-8b", "kt-8b", "tutor-8b", "tiny-student-sft", "tiny-student-dpo", "tiny-acts",
                  "tiny-acts-llm", "tiny-correctness-emb",
-                 "tiny-correctness", "tiny-judge", "tiny-kt", "tiny-tutor", "smol-student-sft"):
+                 "tiny-correctness", "tiny-judge", "tiny-kt", "tiny-tutor", "smol-student-sft",
+                 "smol-student-dpo"):
         assert name in names
     for name in ("single_gpu", "multi_gpu", "fsdp"):
         assert (ROOT / "training" / "accelerate" / f"{name}.yaml").is_file()
@@ -759,6 +766,45 @@ def test_tiny_dpo_end_to_end(tmp_path, monkeypatch, simhub_home, tiny_kit):
     assert all(len({c["text"] for c in r["candidates"]}) == len(r["candidates"]) <= 3 for r in scored)
     assert (out / "ref" / "adapter_config.json").is_file()  # trl's frozen SFT reference copy
     assert run_dpo(recipe, out, profile) == dict.fromkeys(("generate", "score", "pairs", "train"), "skipped")
+
+
+
+def test_a_student_dpo_demo_recipe_builds_through_the_whole_pipeline(tmp_path, monkeypatch, tiny_kit):
+    """``demo:smol-student-dpo``'s build path, on the tiny kit: a demo model whose shipped recipe is a
+    student-dpo one is built by the DPO pipeline (generate, score with the scoring profile's reward
+    models, pair, train) into its folder, which keeps the pairs and no checkpoint, and is reused after."""
+    from peft import get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import simhub.provision as provision
+    from simhub.training.common import lora_config
+    from simhub.training.config import TrainRecipe
+
+    sft = tmp_path / "sft"
+    get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_kit["llama"]), lora_config(TrainRecipe())).save_pretrained(sft)
+    AutoTokenizer.from_pretrained(tiny_kit["llama"]).save_pretrained(sft)
+    text = (ROOT / "simhub" / "resources" / "recipes" / "tiny-student-dpo.yaml").read_text()
+    recipe = tmp_path / "demo-dpo.yaml"  # the tiny DPO recipe on the saved LoRA, cut to one step
+    recipe.write_text(text.replace("base_model: tiny:llama", f"base_model: {tiny_kit['llama']}")
+                      .replace("sft_adapter: demo:student-sft", f"sft_adapter: {sft}")
+                      .replace("max_steps: 2", "max_steps: 1").replace("max_new_tokens: 12", "max_new_tokens: 6")
+                      .replace("reward_metrics: [rouge_l]", "reward_metrics: [cosine]")
+                      .replace("epsilon: 0.1", "epsilon: 0.01"))
+    monkeypatch.setenv("SIMHUB_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(provision, "demo_recipe", lambda name: str(recipe))
+    provision._shipped_recipe.cache_clear()
+    try:
+        folder = provision.build_demo_model("smol-student-dpo")
+        assert folder == tmp_path / "home" / "demo" / "smol-student-dpo"
+        for name in ("candidates.jsonl", "scores.jsonl", "pairs.jsonl", "adapter_config.json", "eval_results.json"):
+            assert (folder / name).is_file(), name
+        config = json.loads((folder / "training_config.json").read_text())
+        assert config["recipe"]["kind"] == "student-dpo" and config["resolved"]["sft_adapter"] == str(sft)
+        assert config["data"]["reward_profile"] == "demo"
+        assert not list(folder.rglob("checkpoint-*")) and not list(folder.parent.glob(".*.partial"))
+        assert provision.build_demo_model("smol-student-dpo") == folder and provision.is_built("demo:smol-student-dpo")
+    finally:
+        provision._shipped_recipe.cache_clear()
 
 
 # ---------------------------------------------------------------------------------- publishing

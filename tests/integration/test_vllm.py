@@ -24,10 +24,12 @@ HISTORY = {"id": "v", "question": {"text": "What is 5/8 divided by 1/6?"},
            "turns": [{"role": "tutor", "content": "What calculation do we need to do here?"}]}
 
 
-# The in-process engine runs first, before the served tests start theirs.
+# The in-process engine runs first, before the served tests start theirs: the tests of
+# TestInProcessEngine share one engine start (every one loads the tiny Llama with the same options),
+# which is freed when the last of them is done.
 
 
-@pytest.fixture
+@pytest.fixture(scope="class")
 def unload():
     yield
     from simhub.models import unload_models
@@ -35,7 +37,31 @@ def unload():
     unload_models()
 
 
-def test_vllm_prompt_logprobs_match_transformers(tiny_kit, unload):
+@pytest.mark.usefixtures("unload")
+class TestInProcessEngine:
+    def test_prompt_logprobs_match_transformers(self, tiny_kit):
+        _prompt_logprobs_match_transformers(tiny_kit)
+
+    def test_structured_outputs_follow_the_schema(self, tiny_kit):
+        """Schema-guided JSON on vLLM (its structured outputs): every sampled reply parses and matches
+        the schema, compact as the transformers backend writes it; a schema the decoder cannot follow
+        is a ConfigError naming json_schema."""
+        from simhub.config import ModelRef
+        from simhub.errors import ConfigError
+        from simhub.models import LoadOptions, Sampling, load_lm
+        from tests.integration.test_guided_json import ASK, SCHEMA, compact, matches, parses
+
+        lm = load_lm(ModelRef(model=str(tiny_kit["llama"])), LoadOptions(backend="vllm"))
+        results = lm.generate([ASK, ASK], Sampling(temperature=1.0, max_tokens=80, n=2, seed=3, json_schema=SCHEMA))
+        for g in (g for r in results for g in r.generations):
+            value = parses(g.text)
+            assert value is not None and matches(value, SCHEMA), g.text
+            assert compact(g.text)  # as the transformers backend writes it
+        with pytest.raises(ConfigError, match="json_schema"):
+            lm.generate([ASK], Sampling(max_tokens=8, json_schema={"type": "frobnicate"}))
+
+
+def _prompt_logprobs_match_transformers(tiny_kit):
     from simhub.config import MetricModels, ModelRef, ScoringConfig
     from simhub.metrics import ScoreItem
     from simhub.models import LoadOptions, load_lm

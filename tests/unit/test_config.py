@@ -91,7 +91,8 @@ def test_every_shipped_recipe_parses():
     from simhub.training.config import available_recipes, load_recipe
 
     names = available_recipes()
-    assert len(names) == 18 and {"tiny-acts", "tiny-acts-llm", "tiny-correctness-emb", "smol-student-sft"} <= set(names)
+    assert len(names) == 19 and {"tiny-acts", "tiny-acts-llm", "tiny-correctness-emb", "smol-student-sft",
+                                 "smol-student-dpo"} <= set(names)
     for name in names:
         assert load_recipe(name).kind
 

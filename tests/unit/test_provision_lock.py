@@ -161,5 +161,6 @@ def test_every_demo_model_has_its_shipped_recipe():
     from simhub.provision import DEMO_MODELS, demo_recipe
 
     assert demo_recipe("judge") == "tiny-judge" and demo_recipe("smol-student-sft") == "smol-student-sft"
+    assert "smol-student-dpo" in DEMO_MODELS and demo_recipe("smol-student-dpo") == "smol-student-dpo"
     for name in DEMO_MODELS:
         assert (RECIPE_DIR / f"{demo_recipe(name)}.yaml").is_file(), name
