@@ -30,12 +30,16 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from simhub.config import PROVISIONED_SCHEMES, Profile, provisioned_refs, simhub_home
 from simhub.errors import ConfigError, UnknownNameError, require
 from simhub.models.cpu import pinned_threads
+
+if TYPE_CHECKING:
+    from simhub.training.config import TrainRecipe
 
 #: Demo models: ``demo:NAME`` is trained from the shipped recipe :func:`demo_recipe` names.
 DEMO_MODELS = ("student-sft", "tutor", "acts", "acts-llm", "correctness", "correctness-emb", "kt", "judge",
@@ -452,7 +456,7 @@ def metric_models(metrics: list[str] | None) -> list[str] | None:
     return sorted({table[m][0].config_key for m in metrics if table[m][0].config_key})
 
 
-def dpo_reward_profile(recipe) -> Profile:
+def dpo_reward_profile(recipe: TrainRecipe) -> Profile:
     """The profile whose metric models give a ``student-dpo`` recipe's rewards: its
     ``dpo.scoring_profile`` cut down to the models of ``dpo.reward_metrics`` (all, when unset), with no
     simulators or tutors, provisioned."""

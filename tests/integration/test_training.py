@@ -712,21 +712,29 @@ def test_dpo_stages_resume_after_a_crash(tmp_path, monkeypatch, tiny_kit):
 
 
 @pytest.mark.slow
-def test_tiny_dpo_end_to_end(tmp_path, monkeypatch, simhub_home, tiny_kit):
+def _tiny_sft_adapter(tiny_kit, folder: Path) -> Path:
+    """An untrained LoRA (the paper's settings) on the tiny Llama, saved with its tokenizer: a stand-in SFT student."""
     from peft import get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from simhub.training.common import lora_config
+    from simhub.training.config import TrainRecipe
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_kit["llama"])
+    get_peft_model(model, lora_config(TrainRecipe())).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tiny_kit["llama"]).save_pretrained(folder)
+    return folder
+
+
+def test_tiny_dpo_end_to_end(tmp_path, monkeypatch, simhub_home, tiny_kit):
     import simhub.training.dpo as dpo
     from simhub.config import load_profile
     from simhub.models import loaded_models
     from simhub.provision import provision_profile, resolve_recipe, restrict
-    from simhub.training.common import lora_config
-    from simhub.training.config import TrainRecipe, load_recipe
+    from simhub.training.config import load_recipe
     from simhub.training.dpo import run_dpo
 
-    sft = tmp_path / "sft"
-    get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_kit["llama"]), lora_config(TrainRecipe())).save_pretrained(sft)
-    AutoTokenizer.from_pretrained(tiny_kit["llama"]).save_pretrained(sft)
+    sft = _tiny_sft_adapter(tiny_kit, tmp_path / "sft")
     recipe = resolve_recipe(load_recipe("tiny-student-dpo", [
         f"dpo.sft_adapter={sft}", "max_train_dialogues=24", "max_eval_dialogues=8", "dpo.subsample=0.25",
         "dpo.num_candidates=3", "dpo.max_new_tokens=6", "max_steps=1", "dpo.epsilon=0.01", "dpo.reward_metrics=cosine"]))
@@ -768,21 +776,13 @@ def test_tiny_dpo_end_to_end(tmp_path, monkeypatch, simhub_home, tiny_kit):
     assert run_dpo(recipe, out, profile) == dict.fromkeys(("generate", "score", "pairs", "train"), "skipped")
 
 
-
 def test_a_student_dpo_demo_recipe_builds_through_the_whole_pipeline(tmp_path, monkeypatch, tiny_kit):
     """``demo:smol-student-dpo``'s build path, on the tiny kit: a demo model whose shipped recipe is a
     student-dpo one is built by the DPO pipeline (generate, score with the scoring profile's reward
     models, pair, train) into its folder, which keeps the pairs and no checkpoint, and is reused after."""
-    from peft import get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     import simhub.provision as provision
-    from simhub.training.common import lora_config
-    from simhub.training.config import TrainRecipe
 
-    sft = tmp_path / "sft"
-    get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_kit["llama"]), lora_config(TrainRecipe())).save_pretrained(sft)
-    AutoTokenizer.from_pretrained(tiny_kit["llama"]).save_pretrained(sft)
+    sft = _tiny_sft_adapter(tiny_kit, tmp_path / "sft")
     text = (ROOT / "simhub" / "resources" / "recipes" / "tiny-student-dpo.yaml").read_text()
     recipe = tmp_path / "demo-dpo.yaml"  # the tiny DPO recipe on the saved LoRA, cut to one step
     recipe.write_text(text.replace("base_model: tiny:llama", f"base_model: {tiny_kit['llama']}")

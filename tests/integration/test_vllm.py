@@ -40,7 +40,31 @@ def unload():
 @pytest.mark.usefixtures("unload")
 class TestInProcessEngine:
     def test_prompt_logprobs_match_transformers(self, tiny_kit):
-        _prompt_logprobs_match_transformers(tiny_kit)
+        from simhub.config import MetricModels, ModelRef, ScoringConfig
+        from simhub.metrics import ScoreItem
+        from simhub.models import LoadOptions, load_lm
+        from simhub.scoring import Scorer
+        from tests.integration.test_scorer import DIALOGUE
+
+        ref = ModelRef(model=str(tiny_kit["llama"]))
+        hf = load_lm(ref, LoadOptions(backend="transformers"))
+        vl = load_lm(ref, LoadOptions(backend="vllm"))
+        pairs = [(hf.chat_ids([{"role": "user", "content": "What is 3/4 of 20?"}]), [*hf.text_ids("It is 15."), hf.eot_id])]
+        pairs.append((pairs[0][0][:5], pairs[0][1]))
+        for a, b in zip(hf.continuation_logprobs(pairs), vl.continuation_logprobs(pairs), strict=True):
+            assert a.shape == b.shape
+            assert a == pytest.approx(b, abs=2e-3)
+
+        # The same Scorer on both backends: tutor_response within 1%, the same acts.
+        config = ScoringConfig(metrics=MetricModels(acts=ref, tutor_response=ref))
+        items = [ScoreItem(DIALOGUE, 1, "ok"), ScoreItem(DIALOGUE, 3, "8/5"), ScoreItem(DIALOGUE, 5, "x")]
+        on_hf = Scorer(config, load=LoadOptions(backend="transformers")).score(items)
+        on_vllm = Scorer(config, load=LoadOptions(backend="vllm")).score(items)
+        for a, b in zip(on_hf.items, on_vllm.items, strict=True):
+            assert (a.scores["tutor_response"] is None) == (b.scores["tutor_response"] is None)
+            if a.scores["tutor_response"] is not None:
+                assert math.isclose(a.scores["tutor_response"], b.scores["tutor_response"], rel_tol=1e-2)
+            assert a.details["acts"]["predicted"] == b.details["acts"]["predicted"]
 
     def test_structured_outputs_follow_the_schema(self, tiny_kit):
         """Schema-guided JSON on vLLM (its structured outputs): every sampled reply parses and matches
@@ -59,34 +83,6 @@ class TestInProcessEngine:
             assert compact(g.text)  # as the transformers backend writes it
         with pytest.raises(ConfigError, match="json_schema"):
             lm.generate([ASK], Sampling(max_tokens=8, json_schema={"type": "frobnicate"}))
-
-
-def _prompt_logprobs_match_transformers(tiny_kit):
-    from simhub.config import MetricModels, ModelRef, ScoringConfig
-    from simhub.metrics import ScoreItem
-    from simhub.models import LoadOptions, load_lm
-    from simhub.scoring import Scorer
-    from tests.integration.test_scorer import DIALOGUE
-
-    ref = ModelRef(model=str(tiny_kit["llama"]))
-    hf = load_lm(ref, LoadOptions(backend="transformers"))
-    vl = load_lm(ref, LoadOptions(backend="vllm"))
-    pairs = [(hf.chat_ids([{"role": "user", "content": "What is 3/4 of 20?"}]), [*hf.text_ids("It is 15."), hf.eot_id])]
-    pairs.append((pairs[0][0][:5], pairs[0][1]))
-    for a, b in zip(hf.continuation_logprobs(pairs), vl.continuation_logprobs(pairs), strict=True):
-        assert a.shape == b.shape
-        assert a == pytest.approx(b, abs=2e-3)
-
-    # The same Scorer on both backends: tutor_response within 1%, the same acts.
-    config = ScoringConfig(metrics=MetricModels(acts=ref, tutor_response=ref))
-    items = [ScoreItem(DIALOGUE, 1, "ok"), ScoreItem(DIALOGUE, 3, "8/5"), ScoreItem(DIALOGUE, 5, "x")]
-    on_hf = Scorer(config, load=LoadOptions(backend="transformers")).score(items)
-    on_vllm = Scorer(config, load=LoadOptions(backend="vllm")).score(items)
-    for a, b in zip(on_hf.items, on_vllm.items, strict=True):
-        assert (a.scores["tutor_response"] is None) == (b.scores["tutor_response"] is None)
-        if a.scores["tutor_response"] is not None:
-            assert math.isclose(a.scores["tutor_response"], b.scores["tutor_response"], rel_tol=1e-2)
-        assert a.details["acts"]["predicted"] == b.details["acts"]["predicted"]
 
 
 @pytest.fixture(scope="module")
