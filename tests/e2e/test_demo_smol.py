@@ -8,7 +8,7 @@ The paper's finding, fine-tuning beats prompting, is asserted on the metrics whe
 test supports it here (Holm-adjusted p < 0.05). The run is seeded and greedy, so it is
 deterministic on CPU. It takes ~16 minutes on two cores (5 to train the student, 11 for the two
 rows), so it has its own marker and command (``python -m pytest -m demo_smol``), apart from the
-suite.
+suite and CI (README, "Quick start").
 """
 
 from __future__ import annotations
