@@ -136,7 +136,7 @@ def test_demo_act_classifier_greedy_generation_agrees_with_label_scoring(sample_
     from simhub.training import load_recipe, train
 
     recipe = resolve_recipe(load_recipe("tiny-acts-llm", ["max_steps=300", "eval_steps=300", "learning_rate=3e-3"]))
-    with pinned_threads(DEMO_BUILD_THREADS):  # as a demo build: the same classifier on every machine
+    with pinned_threads(DEMO_BUILD_THREADS):  # as a demo build (the same classifier whatever the load)
         train(recipe, tmp_path / "acts-llm")
     metric = Acts(ModelRef(model=str(tmp_path / "acts-llm")), MetricContext())
     items = [(d.turns[:i], d.turns[i].content, d) for d in sample_corpus["test"]

