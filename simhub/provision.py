@@ -14,7 +14,8 @@
 Only entry points (the CLI, the service) call this; the Scorer, metrics, simulators and models
 receive concrete references. Builds happen in private folders (``.NAME.PID.partial``) renamed into
 place, so an interrupted build is redone rather than half-used; a killed build's folder is removed
-when provisioning next starts. One process at a time builds a given model: the others wait on its
+when provisioning next starts. A DPO demo build is the exception: its folder (``.NAME.resume``) keeps
+the stages it finished, and the next build of the same recipe goes on from there. One process at a time builds a given model: the others wait on its
 lock file (``.NAME.lock`` beside the model's folder) and then use what it built.
 """
 
@@ -209,6 +210,13 @@ def _demo_built(folder: Path) -> bool:
     return folder.name not in DEMO_MODELS or recorded == _shipped_recipe(folder.name)
 
 
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+
+
 def build_demo_model(name: str) -> Path:
     """Train demo model ``name`` from its shipped recipe (:func:`demo_recipe`) unless it exists (one
     process at a time)."""
@@ -227,8 +235,19 @@ def _train_demo_model(name: str, target: Path) -> None:
     recipe = resolve_recipe(load_recipe(demo_recipe(name)))
     # DPO's rewards come from its scoring profile's metric models, built (if need be) before the pinning.
     rewards = dpo_reward_profile(recipe) if recipe.kind == "student-dpo" else None
-    partial = target.with_name(f".{name}.{os.getpid()}.partial")
-    shutil.rmtree(partial, ignore_errors=True)
+    shipped = json.dumps(_shipped_recipe(name), indent=1) + "\n"
+    # A DPO build keeps each stage's file (candidates, scores, pairs) as it goes, so a killed one
+    # goes on from its last finished stage: its folder has a fixed name (the build lock keeps it to
+    # one process) and records the recipe it was started from. Other builds start afresh.
+    resumable = recipe.kind == "student-dpo"
+    partial = target.with_name(f".{name}.resume" if resumable else f".{name}.{os.getpid()}.partial")
+    if resumable and _read_text(partial / DEMO_RECIPE_FILE) == shipped:
+        print(f"simhub: demo:{name}: going on with the build stopped in {partial.name}", file=sys.stderr, flush=True)
+    else:
+        shutil.rmtree(partial, ignore_errors=True)
+    if resumable:
+        partial.mkdir(parents=True, exist_ok=True)
+        (partial / DEMO_RECIPE_FILE).write_text(shipped, encoding="utf-8")
     if (target / "training_config.json").is_file():
         print(f"simhub: demo:{name} was trained from another recipe than this simhub ships; training it again",
               file=sys.stderr, flush=True)
@@ -240,8 +259,8 @@ def _train_demo_model(name: str, target: Path) -> None:
         else:
             from simhub.training.dpo import run_dpo
 
-            run_dpo(recipe, partial, rewards)  # candidates, scores and pairs stay beside the adapter
-    (partial / DEMO_RECIPE_FILE).write_text(json.dumps(_shipped_recipe(name), indent=1) + "\n", encoding="utf-8")
+            run_dpo(recipe, partial, rewards, resume=True)  # candidates, scores and pairs stay beside the adapter
+    (partial / DEMO_RECIPE_FILE).write_text(shipped, encoding="utf-8")
     for checkpoint in [*partial.glob("checkpoint-*"), *partial.glob("dpo/checkpoint-*")]:
         shutil.rmtree(checkpoint, ignore_errors=True)
     if _demo_built(target):  # another process finished first

@@ -776,15 +776,14 @@ def test_tiny_dpo_end_to_end(tmp_path, monkeypatch, simhub_home, tiny_kit):
     assert run_dpo(recipe, out, profile) == dict.fromkeys(("generate", "score", "pairs", "train"), "skipped")
 
 
-def test_a_student_dpo_demo_recipe_builds_through_the_whole_pipeline(tmp_path, monkeypatch, tiny_kit):
-    """``demo:smol-student-dpo``'s build path, on the tiny kit: a demo model whose shipped recipe is a
-    student-dpo one is built by the DPO pipeline (generate, score with the scoring profile's reward
-    models, pair, train) into its folder, which keeps the pairs and no checkpoint, and is reused after."""
+def _tiny_dpo_demo_recipe(tiny_kit, tmp_path, monkeypatch):
+    """(the SFT adapter, the recipe file) of a stand-in for ``demo:smol-student-dpo``: the tiny DPO
+    recipe on a saved LoRA, cut to one step, shipped as that demo model's recipe in a fresh home."""
     import simhub.provision as provision
 
     sft = _tiny_sft_adapter(tiny_kit, tmp_path / "sft")
     text = (ROOT / "simhub" / "resources" / "recipes" / "tiny-student-dpo.yaml").read_text()
-    recipe = tmp_path / "demo-dpo.yaml"  # the tiny DPO recipe on the saved LoRA, cut to one step
+    recipe = tmp_path / "demo-dpo.yaml"
     recipe.write_text(text.replace("base_model: tiny:llama", f"base_model: {tiny_kit['llama']}")
                       .replace("sft_adapter: demo:student-sft", f"sft_adapter: {sft}")
                       .replace("max_steps: 2", "max_steps: 1").replace("max_new_tokens: 12", "max_new_tokens: 6")
@@ -793,6 +792,16 @@ def test_a_student_dpo_demo_recipe_builds_through_the_whole_pipeline(tmp_path, m
     monkeypatch.setenv("SIMHUB_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(provision, "demo_recipe", lambda name: str(recipe))
     provision._shipped_recipe.cache_clear()
+    return sft, recipe
+
+
+def test_a_student_dpo_demo_recipe_builds_through_the_whole_pipeline(tmp_path, monkeypatch, tiny_kit):
+    """``demo:smol-student-dpo``'s build path, on the tiny kit: a demo model whose shipped recipe is a
+    student-dpo one is built by the DPO pipeline (generate, score with the scoring profile's reward
+    models, pair, train) into its folder, which keeps the pairs and no checkpoint, and is reused after."""
+    import simhub.provision as provision
+
+    sft, _ = _tiny_dpo_demo_recipe(tiny_kit, tmp_path, monkeypatch)
     try:
         folder = provision.build_demo_model("smol-student-dpo")
         assert folder == tmp_path / "home" / "demo" / "smol-student-dpo"
@@ -803,6 +812,53 @@ def test_a_student_dpo_demo_recipe_builds_through_the_whole_pipeline(tmp_path, m
         assert config["data"]["reward_profile"] == "demo"
         assert not list(folder.rglob("checkpoint-*")) and not list(folder.parent.glob(".*.partial"))
         assert provision.build_demo_model("smol-student-dpo") == folder and provision.is_built("demo:smol-student-dpo")
+    finally:
+        provision._shipped_recipe.cache_clear()
+
+
+def test_a_stopped_dpo_demo_build_goes_on_from_its_last_finished_stage(tmp_path, monkeypatch, tiny_kit):
+    """A DPO demo build stopped in training keeps its candidates, scores and pairs: the next build
+    of the same recipe does not sample again, and one of another recipe starts afresh."""
+    import simhub.provision as provision
+    from simhub.training import dpo
+
+    _, recipe = _tiny_dpo_demo_recipe(tiny_kit, tmp_path, monkeypatch)
+    stages = dict(dpo.STAGE_FUNCTIONS)
+    calls: list[str] = []
+
+    def stage(name, fail=False):
+        def run(ctx):
+            calls.append(name)
+            if fail:
+                raise KeyboardInterrupt  # the user stops the build
+            return stages[name](ctx)
+        return run
+
+    resume = tmp_path / "home" / "demo" / ".smol-student-dpo.resume"
+    try:
+        monkeypatch.setattr(dpo, "STAGE_FUNCTIONS", {**{n: stage(n) for n in stages}, "train": stage("train", fail=True)})
+        with pytest.raises(KeyboardInterrupt):
+            provision.build_demo_model("smol-student-dpo")
+        assert calls == ["generate", "score", "pairs", "train"]
+        kept = {name: (resume / name).read_bytes() for name in ("candidates.jsonl", "scores.jsonl", "pairs.jsonl")}
+        assert not provision.is_built("demo:smol-student-dpo")
+
+        calls.clear()
+        monkeypatch.setattr(dpo, "STAGE_FUNCTIONS", {n: stage(n) for n in stages})
+        folder = provision.build_demo_model("smol-student-dpo")
+        assert calls == ["train"] and not resume.exists()
+        assert {name: (folder / name).read_bytes() for name in kept} == kept
+        assert (folder / "adapter_config.json").is_file() and provision.is_built("demo:smol-student-dpo")
+
+        # a folder left by another recipe is not gone on from
+        resume.mkdir()
+        (resume / provision.DEMO_RECIPE_FILE).write_text("{}")
+        (resume / "pairs.jsonl").write_text("")
+        recipe.write_text(recipe.read_text().replace("seed: 0", "seed: 1"))
+        provision._shipped_recipe.cache_clear()
+        calls.clear()
+        provision.build_demo_model("smol-student-dpo")
+        assert calls == ["generate", "score", "pairs", "train"]
     finally:
         provision._shipped_recipe.cache_clear()
 
