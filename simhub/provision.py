@@ -210,6 +210,23 @@ def _demo_built(folder: Path) -> bool:
     return folder.name not in DEMO_MODELS or recorded == _shipped_recipe(folder.name)
 
 
+def _relative_base(config: Path, target: Path) -> None:
+    """Record an adapter's base as a path from ``target`` (where the adapter will be) when both lie
+    under ``$SIMHUB_HOME``, so the home can be copied elsewhere (``simhub.models.refs`` reads it)."""
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # not an adapter (an embedding classifier)
+    base = data.get("base_model_name_or_path")
+    home = simhub_home().resolve()
+    if not base or not os.path.isabs(base) or not Path(base).resolve().is_relative_to(home):
+        return
+    data["base_model_name_or_path"] = os.path.relpath(Path(base).resolve(), target.resolve())
+    from simhub.schema import atomic_write_bytes
+
+    atomic_write_bytes(config, (json.dumps(data, indent=2) + "\n").encode())
+
+
 def _read_text(path: Path) -> str | None:
     try:
         return path.read_text(encoding="utf-8")
@@ -263,6 +280,7 @@ def _train_demo_model(name: str, target: Path) -> None:
     (partial / DEMO_RECIPE_FILE).write_text(shipped, encoding="utf-8")
     for checkpoint in [*partial.glob("checkpoint-*"), *partial.glob("dpo/checkpoint-*")]:
         shutil.rmtree(checkpoint, ignore_errors=True)
+    _relative_base(partial / "adapter_config.json", target)
     if _demo_built(target):  # another process finished first
         shutil.rmtree(partial, ignore_errors=True)
     else:

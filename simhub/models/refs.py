@@ -54,6 +54,17 @@ def _peft_config(adapter: str, revision: str | None):
         return None
 
 
+def _base_beside(adapter: str, base: str) -> str:
+    """The base an adapter folder names: a relative path that is a folder from the adapter's own
+    (as a demo build records its base, so that a copied ``$SIMHUB_HOME`` works from anywhere) is
+    taken from there; anything else (a Hub id, an absolute path) as it is."""
+    if base and not os.path.isabs(base) and os.path.isdir(adapter):
+        beside = os.path.normpath(os.path.join(adapter, base))
+        if os.path.isdir(beside):
+            return beside
+    return base
+
+
 def resolve_peft(ref: ModelRef) -> ResolvedRef:
     """The base and adapter of ``ref``; an adapter-only ``model`` is served on the base it names.
     The adapter's config is read once, here."""
@@ -63,7 +74,7 @@ def resolve_peft(ref: ModelRef) -> ResolvedRef:
     if adapter is None and is_adapter(base, revision):
         cfg = require("peft").PeftConfig.from_pretrained(base, revision=revision)
         adapter, adapter_revision = base, revision
-        base, revision = cfg.base_model_name_or_path, None
+        base, revision = _base_beside(adapter, cfg.base_model_name_or_path), None
     elif adapter is not None:
         cfg = _peft_config(adapter, adapter_revision)
     return ResolvedRef(base, revision, adapter, adapter_revision,

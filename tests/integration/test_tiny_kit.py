@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from simhub.cli import main
 from simhub.data.sample import sample_annotations_dir, sample_raw_dir
 from simhub.schema import read_jsonl
@@ -111,3 +113,41 @@ def test_the_kit_tokenizer_texts_are_frozen_not_the_live_prompts():
     assert hashlib.sha256(PROMPT_TEXTS_FILE.read_bytes()).hexdigest() == "c7e561dfe12e8c4a604fe2e131f0642797733929676c92ab646f58a2bbef216c"
     texts = prompt_texts()
     assert len(texts) == 18 and classifiers.ACTS_SYSTEM not in texts  # the act prompt has changed since
+
+
+def test_a_copied_home_serves_its_demo_models_from_where_it_is_now(tiny_kit, tmp_path, monkeypatch):
+    """README, "Demo models differ between machines": demo models built once can be copied to
+    another machine. An adapter-only demo model (the tutor-response model, ``demo:tutor``) records
+    its base as a path from its own folder, so a home copied elsewhere is used as it is: nothing is
+    trained again and the copy answers as the original did, with the original gone."""
+    import json
+    import shutil
+
+    import simhub.provision as provision
+    import simhub.training as training
+    from simhub.config import ModelRef
+    from simhub.models import Sampling
+    from simhub.models.loader import load_lm, unload_models
+    from simhub.models.refs import resolve_peft
+
+    first, second = tmp_path / "first", tmp_path / "elsewhere" / "second"
+    shutil.copytree(tiny_kit["llama"].parent, first / "tiny")
+    monkeypatch.setenv("SIMHUB_HOME", str(first))
+    built = provision.build_demo_model("tutor")
+    assert json.loads((built / "adapter_config.json").read_text())["base_model_name_or_path"] == "../../tiny/llama"
+    messages = [[{"role": "user", "content": "What is 1/2 + 1/4?"}]]
+    before = load_lm(ModelRef(model=str(built))).generate(messages, Sampling(max_tokens=8))[0].generations[0].text
+    unload_models()
+
+    shutil.copytree(first, second)
+    shutil.rmtree(first)
+    monkeypatch.setenv("SIMHUB_HOME", str(second))
+    monkeypatch.setattr(training, "train", lambda *a, **k: pytest.fail("a copied demo model was trained again"))
+    folder = provision.build_demo_model("tutor")
+    assert folder == second / "demo" / "tutor"
+    assert resolve_peft(ModelRef(model=str(folder))).base == str(second / "tiny" / "llama")
+    try:
+        after = load_lm(ModelRef(model=str(folder))).generate(messages, Sampling(max_tokens=8))[0].generations[0].text
+    finally:
+        unload_models()
+    assert after == before
