@@ -14,9 +14,11 @@
 Only entry points (the CLI, the service) call this; the Scorer, metrics, simulators and models
 receive concrete references. Builds happen in private folders (``.NAME.PID.partial``) renamed into
 place, so an interrupted build is redone rather than half-used; a killed build's folder is removed
-when provisioning next starts. A DPO demo build is the exception: its folder (``.NAME.resume``) keeps
-the stages it finished, and the next build of the same recipe goes on from there. One process at a time builds a given model: the others wait on its
-lock file (``.NAME.lock`` beside the model's folder) and then use what it built.
+when provisioning next starts. A DPO demo build is the exception: its folder (``.NAME.resume``)
+keeps the stages it finished, and the next build of the same recipe goes on from there. One process
+at a time builds a given model: the others wait on its lock file (``.NAME.lock`` beside the model's
+folder) and then use what it built. A demo adapter records its base as a path from its own folder,
+so a copied ``$SIMHUB_HOME`` works at any path.
 """
 
 from __future__ import annotations
