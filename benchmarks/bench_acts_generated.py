@@ -13,7 +13,10 @@ label was defensible). It scores them with:
   and the turn and scores the five labels as continuations (built on first use),
 
 and writes each one's agreement with the hand labels, overall, per simulator and without the
-ambiguous turns, and the time it took (loading the classifier included). The README quotes it.
+ambiguous turns, and the time it took (loading the classifier included). 56 of the turns also
+carry a hand correctness label (``correct`` or ``incorrect``: the turn's answer to what the tutor
+last asked; turns without a clear answer have none), against which it measures the demo judge's
+correctness call. The README quotes it.
 
 Usage::
 
@@ -67,8 +70,44 @@ def main() -> None:
                               for p, r, a in zip(predicted, rows, agree, strict=True) if not a],
         }
         print(name, json.dumps(report["classifiers"][f"demo:{name}"]["all"]), flush=True)
+    report["judge"] = _judge(rows, test)
+    print("judge", json.dumps(report["judge"]["all"]), flush=True)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _judge(rows: list[dict], test: dict) -> dict:
+    """The demo judge's correctness call on the turns with a hand correctness label (the same
+    call the correctness metric compares with the real turn's label): its answer ``correct``
+    against ``incorrect, ...``; ``na`` counts as a disagreement."""
+    from simhub.config import load_profile
+    from simhub.metrics import MetricContext
+    from simhub.metrics.base import ScoreItem
+    from simhub.metrics.judge import Judge, item_messages
+    from simhub.provision import provision_profile, restrict
+
+    profile = provision_profile(restrict(load_profile("demo-smol"), simulators=[], tutors=[]), on_step=None)
+    judge = Judge(profile.scoring.metrics.judge, MetricContext())
+    labelled = [r for r in rows if r.get("correctness")]
+    items = [ScoreItem(dialogue=test[r["dialogue_id"]], turn_index=r["turn_index"], candidate=r["candidate"]) for r in labelled]
+    start = time.perf_counter()
+    answers = judge.answers([item_messages(item) for item in items])
+    seconds = time.perf_counter() - start
+    called = ["na" if a.text == "na" else "correct" if a.text == "correct" else "incorrect" for a in answers]
+    agree = [c == r["correctness"] for c, r in zip(called, labelled, strict=True)]
+
+    def rate(keep):
+        kept = [a for a, k in zip(agree, keep, strict=True) if k]
+        return {"agree": sum(kept), "of": len(kept), "rate": round(sum(kept) / len(kept), 3) if kept else None}
+
+    return {
+        "labels": dict(Counter(r["correctness"] for r in labelled)),
+        "all": rate([True] * len(labelled)),
+        "by_run": {run: rate([r["run"] == run for r in labelled]) for run in sorted({r["run"] for r in labelled})},
+        "by_label": {lab: rate([r["correctness"] == lab for r in labelled]) for lab in ("correct", "incorrect")},
+        "answers": dict(Counter(a.text for a in answers)),
+        "seconds": round(seconds, 2),
+    }
 
 
 if __name__ == "__main__":
