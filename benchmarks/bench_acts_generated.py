@@ -72,6 +72,8 @@ def main() -> None:
         print(name, json.dumps(report["classifiers"][f"demo:{name}"]["all"]), flush=True)
     report["judge"] = _judge(rows, test)
     print("judge", json.dumps(report["judge"]["all"]), flush=True)
+    report["correctness_classifier"] = _correctness_classifier(rows, test)
+    print("correctness-emb", json.dumps(report["correctness_classifier"]["all"]), flush=True)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
@@ -94,7 +96,27 @@ def _judge(rows: list[dict], test: dict) -> dict:
     answers = judge.answers([item_messages(item) for item in items])
     seconds = time.perf_counter() - start
     called = ["na" if a.text == "na" else "correct" if a.text == "correct" else "incorrect" for a in answers]
+    return {**_agreement(called, labelled), "answers": dict(Counter(a.text for a in answers)), "seconds": round(seconds, 2)}
+
+
+def _correctness_classifier(rows: list[dict], test: dict) -> dict:
+    """The demo's embedding correctness labeller (``demo:correctness-emb``, the dialogue-level
+    statistics' correctness classifier) on the same turns: it labels a turn by itself."""
+    from simhub.models.embedding_classifier import load_embedding_classifier
+    from simhub.provision import build_demo_model
+
+    classifier = load_embedding_classifier(build_demo_model("correctness-emb"))
+    labelled = [r for r in rows if r.get("correctness")]
+    start = time.perf_counter()
+    called = classifier.predict_turns([(test[r["dialogue_id"]].turns[: r["turn_index"]], r["candidate"], test[r["dialogue_id"]])
+                                       for r in labelled])
+    seconds = time.perf_counter() - start
+    return {**_agreement(called, labelled), "answers": dict(Counter(called)), "seconds": round(seconds, 2)}
+
+
+def _agreement(called: list[str], labelled: list[dict]) -> dict:
     agree = [c == r["correctness"] for c, r in zip(called, labelled, strict=True)]
+    correct = sum(r["correctness"] == "correct" for r in labelled)  # what calling every turn correct agrees with
 
     def rate(keep):
         kept = [a for a, k in zip(agree, keep, strict=True) if k]
@@ -103,10 +125,9 @@ def _judge(rows: list[dict], test: dict) -> dict:
     return {
         "labels": dict(Counter(r["correctness"] for r in labelled)),
         "all": rate([True] * len(labelled)),
+        "every_turn_correct": {"agree": correct, "of": len(labelled), "rate": round(correct / len(labelled), 3)},
         "by_run": {run: rate([r["run"] == run for r in labelled]) for run in sorted({r["run"] for r in labelled})},
         "by_label": {lab: rate([r["correctness"] == lab for r in labelled]) for lab in ("correct", "incorrect")},
-        "answers": dict(Counter(a.text for a in answers)),
-        "seconds": round(seconds, 2),
     }
 
 
