@@ -56,15 +56,10 @@ def main() -> None:
         predicted = metric.predict(items)
         seconds = time.perf_counter() - start
         agree = [p == r["act"] for p, r in zip(predicted, rows, strict=True)]
-
-        def rate(keep, agree=agree):
-            kept = [a for a, k in zip(agree, keep, strict=True) if k]
-            return {"agree": sum(kept), "of": len(kept), "rate": round(sum(kept) / len(kept), 3)}
-
         report["classifiers"][f"demo:{name}"] = {
-            "all": rate([True] * len(rows)),
-            "by_run": {run: rate([r["run"] == run for r in rows]) for run in sorted({r["run"] for r in rows})},
-            "unambiguous": rate([not r["ambiguous"] for r in rows]),
+            "all": _rate(agree, [True] * len(rows)),
+            "by_run": {run: _rate(agree, [r["run"] == run for r in rows]) for run in sorted({r["run"] for r in rows})},
+            "unambiguous": _rate(agree, [not r["ambiguous"] for r in rows]),
             "seconds": round(seconds, 2),
             "disagreements": [{"run": r["run"], "label": r["act"], "predicted": p, "text": r["candidate"][:80]}
                               for p, r, a in zip(predicted, rows, agree, strict=True) if not a],
@@ -116,19 +111,20 @@ def _correctness_classifier(rows: list[dict], test: dict) -> dict:
 
 def _agreement(called: list[str], labelled: list[dict]) -> dict:
     agree = [c == r["correctness"] for c, r in zip(called, labelled, strict=True)]
-    correct = sum(r["correctness"] == "correct" for r in labelled)  # what calling every turn correct agrees with
-
-    def rate(keep):
-        kept = [a for a, k in zip(agree, keep, strict=True) if k]
-        return {"agree": sum(kept), "of": len(kept), "rate": round(sum(kept) / len(kept), 3) if kept else None}
-
+    correct = [r["correctness"] == "correct" for r in labelled]  # what calling every turn correct agrees with
     return {
         "labels": dict(Counter(r["correctness"] for r in labelled)),
-        "all": rate([True] * len(labelled)),
-        "every_turn_correct": {"agree": correct, "of": len(labelled), "rate": round(correct / len(labelled), 3)},
-        "by_run": {run: rate([r["run"] == run for r in labelled]) for run in sorted({r["run"] for r in labelled})},
-        "by_label": {lab: rate([r["correctness"] == lab for r in labelled]) for lab in ("correct", "incorrect")},
+        "all": _rate(agree, [True] * len(labelled)),
+        "every_turn_correct": _rate(correct, [True] * len(labelled)),
+        "by_run": {run: _rate(agree, [r["run"] == run for r in labelled]) for run in sorted({r["run"] for r in labelled})},
+        "by_label": {lab: _rate(agree, [r["correctness"] == lab for r in labelled]) for lab in ("correct", "incorrect")},
     }
+
+
+def _rate(agree: list[bool], keep: list[bool]) -> dict:
+    """How many of the kept turns agree."""
+    kept = [a for a, k in zip(agree, keep, strict=True) if k]
+    return {"agree": sum(kept), "of": len(kept), "rate": round(sum(kept) / len(kept), 3) if kept else None}
 
 
 if __name__ == "__main__":

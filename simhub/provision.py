@@ -40,6 +40,7 @@ import msgspec
 from simhub.config import PROVISIONED_SCHEMES, Profile, provisioned_refs, simhub_home
 from simhub.errors import ConfigError, UnknownNameError, require
 from simhub.models.cpu import pinned_threads
+from simhub.schema import atomic_write_bytes
 
 if TYPE_CHECKING:
     from simhub.training.config import TrainRecipe
@@ -205,11 +206,16 @@ def _demo_built(folder: Path) -> bool:
 
     if not ((folder / "adapter_config.json").is_file() or is_embedding_classifier(folder)):
         return False
+    return folder.name not in DEMO_MODELS or _from_shipped_recipe(folder, folder.name)
+
+
+def _from_shipped_recipe(folder: Path, name: str) -> bool:
+    """Whether ``folder`` records (:data:`DEMO_RECIPE_FILE`) the recipe shipped now for ``demo:NAME``."""
     try:
         recorded = json.loads((folder / DEMO_RECIPE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        recorded = None
-    return folder.name not in DEMO_MODELS or recorded == _shipped_recipe(folder.name)
+        return False
+    return recorded == _shipped_recipe(name)
 
 
 def _relative_base(config: Path, target: Path) -> None:
@@ -224,16 +230,7 @@ def _relative_base(config: Path, target: Path) -> None:
     if not base or not os.path.isabs(base) or not Path(base).resolve().is_relative_to(home):
         return
     data["base_model_name_or_path"] = os.path.relpath(Path(base).resolve(), target.resolve())
-    from simhub.schema import atomic_write_bytes
-
     atomic_write_bytes(config, (json.dumps(data, indent=2) + "\n").encode())
-
-
-def _read_text(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError:
-        return None
 
 
 def build_demo_model(name: str) -> Path:
@@ -260,7 +257,7 @@ def _train_demo_model(name: str, target: Path) -> None:
     # one process) and records the recipe it was started from. Other builds start afresh.
     resumable = recipe.kind == "student-dpo"
     partial = target.with_name(f".{name}.resume" if resumable else f".{name}.{os.getpid()}.partial")
-    if resumable and _read_text(partial / DEMO_RECIPE_FILE) == shipped:
+    if resumable and _from_shipped_recipe(partial, name):
         print(f"simhub: demo:{name}: going on with the build stopped in {partial.name}", file=sys.stderr, flush=True)
     else:
         shutil.rmtree(partial, ignore_errors=True)

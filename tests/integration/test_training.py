@@ -850,7 +850,8 @@ def test_a_stopped_dpo_demo_build_goes_on_from_its_last_finished_stage(tmp_path,
         assert {name: (folder / name).read_bytes() for name in kept} == kept
         assert (folder / "adapter_config.json").is_file() and provision.is_built("demo:smol-student-dpo")
 
-        # a folder left by another recipe is not gone on from
+        # the shipped recipe changes (so the built model is stale); a folder left by another recipe
+        # is not gone on from
         resume.mkdir()
         (resume / provision.DEMO_RECIPE_FILE).write_text("{}")
         (resume / "pairs.jsonl").write_text("")
