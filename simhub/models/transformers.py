@@ -279,9 +279,12 @@ class TransformersLM(LanguageModel):
             with self.loaded.use(self.adapter_name) as model, torch.inference_mode(), torch.random.fork_rng(devices=[]):
                 if sampling.seed is not None:
                     torch.manual_seed(sampling.seed + start)
-                gen = model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                                     max_new_tokens=sampling.max_tokens, pad_token_id=self.pad_id,
-                                     eos_token_id=self.stop_ids, **options)
+                ids, mask = ids.to(self.device), mask.to(self.device)
+                if not sampling.greedy and n > 1 and width > 1:
+                    options.update(num_return_sequences=1, past_key_values=_shared_prefill(model, ids, mask, n))
+                    ids, mask = ids.repeat_interleave(n, dim=0), mask.repeat_interleave(n, dim=0)
+                gen = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=sampling.max_tokens,
+                                     pad_token_id=self.pad_id, eos_token_id=self.stop_ids, **options)
                 tables = recorder.finish(gen) if recorder is not None else None
             per_prompt = 1 if sampling.greedy else n
             for row in range(len(chunk)):
@@ -407,6 +410,23 @@ class _LogprobRecorder:
         top_values = torch.stack([v for v, _ in self.top]).double().cpu().tolist() if self.top else []
         top_ids = torch.stack([i for _, i in self.top]).cpu().tolist() if self.top else []
         return {"chosen": chosen, "top_values": top_values, "top_ids": top_ids}
+
+
+def _shared_prefill(model, ids, mask, n: int):
+    """The key/value cache of every prompt but its last token, encoded once and repeated for its
+    ``n`` samples (rows in the order ``num_return_sequences`` gives them: each prompt's samples side
+    by side). ``generate`` then encodes only the last token of each row: the samples of one prompt
+    share their history's encoding instead of encoding it ``n`` times, and sample the same tokens
+    (the same rows, logits and random draws; ``tests/integration/test_models.py``)."""
+    import inspect
+
+    kwargs: dict[str, Any] = {}
+    forward = getattr(model, "get_base_model", lambda: model)().forward
+    if "position_ids" in inspect.signature(forward).parameters:  # left padding: positions count real tokens, as generate's
+        kwargs["position_ids"] = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)[:, :-1]
+    cache = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], use_cache=True, **kwargs).past_key_values
+    cache.batch_repeat_interleave(n)
+    return cache
 
 
 def left_pad(seqs: Sequence[Sequence[int]], pad_id: int):

@@ -354,7 +354,14 @@ def stage_train(ctx: Context) -> dict:
     from trl import DPOConfig, DPOTrainer
 
     from simhub.models.refs import load_tokenizer
-    from simhub.training.common import last_checkpoint, load_base, save_run, thread_policy_callback, training_arguments
+    from simhub.training.common import (
+        final_eval_metrics,
+        last_checkpoint,
+        load_base,
+        save_run,
+        thread_policy_callback,
+        training_arguments,
+    )
 
     recipe, dpo, out = ctx.recipe, ctx.recipe.dpo, ctx.output_dir
     pairs = list(iter_jsonl(ctx.path("pairs"), type=dict))
@@ -402,7 +409,7 @@ def stage_train(ctx: Context) -> dict:
                                "train_pairs": len(train_pairs), "eval_pairs": len(eval_pairs),
                                "best_model_checkpoint": trainer.state.best_model_checkpoint}
     if eval_pairs:
-        metrics = trainer.evaluate()
+        metrics = final_eval_metrics(trainer)
         results.update({k: v for k, v in metrics.items() if isinstance(v, int | float) and not math.isnan(v)})
     if trainer.is_world_process_zero():
         save_run(trainer, tokenizer, out, recipe, ctx.resolved,

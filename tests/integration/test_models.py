@@ -117,3 +117,42 @@ def test_sampling_has_no_top_k_unless_asked(tiny_kit):
         assert lm.generate_ids([ids], Sampling(temperature=3.0, max_tokens=12, seed=seed, top_k=5))[0][0] == \
             transformers_sample(seed, top_k=5)
     assert differs  # the top-50 cut changes some samples, so passing top_k=0 matters
+
+
+def test_samples_of_one_prompt_share_the_encoding_of_its_history(tiny_kit):
+    """n samples per prompt (DPO's candidates): each prompt's history is encoded once, not n times,
+    and the samples are those of transformers' own ``num_return_sequences`` on left-padded prompts of
+    different lengths, seed for seed (same rows, logits and random draws)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    lm = load_lm(ModelRef(model=str(tiny_kit["llama"])))
+    prompts = [lm.chat_ids([{"role": "user", "content": text}])
+               for text in ("Explain it again please", "What is 3/4 of 12?", "ok")]
+    assert len({len(p) for p in prompts}) == 3  # left padding is exercised
+    model = AutoModelForCausalLM.from_pretrained(tiny_kit["llama"]).eval()
+    n, width = 4, max(len(p) for p in prompts)
+
+    def transformers_samples(seed: int) -> list[list[int]]:
+        ids = torch.tensor([[lm.pad_id] * (width - len(p)) + p for p in prompts])
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        torch.manual_seed(seed)
+        out = model.generate(ids, attention_mask=mask, do_sample=True, temperature=3.0, top_p=0.95, top_k=0,
+                             num_return_sequences=n, max_new_tokens=10, eos_token_id=lm.stop_ids, pad_token_id=lm.pad_id)
+        rows = []
+        for row in out[:, width:].tolist():
+            cut = next((j for j, t in enumerate(row) if t in lm.stop_ids), None)
+            rows.append(row if cut is None else row[: cut + 1])
+        return rows
+
+    encoded: list[int] = []  # tokens each forward pass of simhub's model embeds
+    hook = lm.model.get_input_embeddings().register_forward_hook(lambda _m, args, _out: encoded.append(args[0].numel()))
+    try:
+        for seed in range(3):
+            encoded.clear()
+            got = lm.generate_ids(prompts, Sampling(temperature=3.0, top_p=0.95, max_tokens=10, n=n, seed=seed))
+            assert [seq for row in got for seq in row] == transformers_samples(seed), seed
+            # the histories once (all but their last token), then one token per sample and step
+            assert encoded[0] == len(prompts) * (width - 1) and max(encoded[1:]) == len(prompts) * n, encoded
+    finally:
+        hook.remove()

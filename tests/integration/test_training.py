@@ -366,8 +366,9 @@ def test_kt_loss_falls(tiny_kit, tokenizer, sample_corpus):
 
 
 @pytest.mark.slow
-def test_tiny_sft_trains_lora_only_and_resumes(tmp_path, peft_spy, simhub_home):
+def test_tiny_sft_trains_lora_only_and_resumes(tmp_path, peft_spy, simhub_home, monkeypatch):
     import torch
+    import transformers
 
     from simhub.provision import resolve_recipe
     from simhub.training import load_recipe, train
@@ -379,12 +380,24 @@ def test_tiny_sft_trains_lora_only_and_resumes(tmp_path, peft_spy, simhub_home):
                                          "warmup_ratio=0.0"]))  # step 1 learns too: the best checkpoint may be step 1
     out = tmp_path / "sft"
     seen: list[tuple[int, int]] = []
+    passes: list[int] = []  # validation passes
+    real_loop = transformers.Trainer.evaluation_loop
+
+    def counted_loop(self, *args, **kwargs):
+        passes.append(1)
+        return real_loop(self, *args, **kwargs)
+
+    monkeypatch.setattr(transformers.Trainer, "evaluation_loop", counted_loop)
     token = PROGRESS.set(lambda done, total: seen.append((done, total)))  # what the service's ETA reads
     try:
         results = train(recipe, out)
     finally:
         PROGRESS.reset(token)
     assert seen == [(1, 2), (2, 2)]
+    # One validation pass per eval step and none after: the results are the best checkpoint's logged ones.
+    logged = [e["eval_loss"] for e in json.loads((out / "training_config.json").read_text())["log_history"]
+              if "eval_loss" in e]
+    assert len(passes) == len(logged) == 2 and results["eval_loss"] == min(logged)
     after = dict(captured["model"].named_parameters())
     lora = [n for n in after if "lora_" in n]
     assert lora and all(after[n].requires_grad for n in lora)
