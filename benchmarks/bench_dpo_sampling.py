@@ -33,28 +33,24 @@ from simhub.schema import atomic_write_bytes
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "dpo_sampling.json"
 
 
-def _num_return_sequences(lm, prompts: list[list[int]], sampling, batch_size: int) -> list[list[list[int]]]:
-    """transformers' own sampling of n sequences per prompt, batched and seeded as simhub's backend batches it."""
+def _num_return_sequences(lm, prompts: list[list[int]], sampling) -> list[list[list[int]]]:
+    """transformers' own sampling of n sequences per prompt, in the batches and with the seeds of
+    simhub's backend (``lm.batch_size`` prompts, seed + offset)."""
     import torch
 
-    from simhub.models.transformers import left_pad
+    from simhub.models.transformers import left_pad, through_first_stop
 
     stop, out = set(lm.stop_ids), []
-    for start in range(0, len(prompts), batch_size):
-        chunk = prompts[start : start + batch_size]
+    for start in range(0, len(prompts), lm.batch_size):
+        chunk = prompts[start : start + lm.batch_size]
         ids, mask = left_pad(chunk, lm.pad_id)
         with lm.active() as model, torch.inference_mode(), torch.random.fork_rng(devices=[]):
             torch.manual_seed(sampling.seed + start)
             gen = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=sampling.temperature,
                                  top_p=sampling.top_p, top_k=sampling.top_k, num_return_sequences=sampling.n,
                                  max_new_tokens=sampling.max_tokens, pad_token_id=lm.pad_id, eos_token_id=lm.stop_ids)
-        for row in range(len(chunk)):
-            seqs = []
-            for k in range(sampling.n):
-                new = gen[row * sampling.n + k, ids.shape[1]:].tolist()
-                cut = next((j for j, t in enumerate(new) if t in stop), None)
-                seqs.append(new if cut is None else new[: cut + 1])
-            out.append(seqs)
+        rows = [through_first_stop(new, stop) for new in gen[:, ids.shape[1]:].tolist()]
+        out += [rows[row * sampling.n : (row + 1) * sampling.n] for row in range(len(chunk))]
     return out
 
 
@@ -94,7 +90,7 @@ def main() -> None:
         rows, samples = {}, {}
         for mode in ("num_return_sequences", "shared_prefill"):
             started = time.perf_counter()
-            samples[mode] = (_num_return_sequences(lm, prompts, sampling, dpo.generation_batch_size)
+            samples[mode] = (_num_return_sequences(lm, prompts, sampling)
                              if mode == "num_return_sequences" else lm.generate_ids(prompts, sampling))
             seconds = time.perf_counter() - started
             rows[mode] = {"seconds": round(seconds, 2), "prompts": len(prompts),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -290,9 +291,7 @@ class TransformersLM(LanguageModel):
             for row in range(len(chunk)):
                 seqs = []
                 for k in range(per_prompt):
-                    new = [int(t) for t in gen[row * per_prompt + k, width:]]
-                    cut = next((j for j, t in enumerate(new) if t in stop), None)
-                    seq = new if cut is None else new[: cut + 1]
+                    seq = through_first_stop(gen[row * per_prompt + k, width:].tolist(), stop)
                     logprobs = self._token_logprobs(seq, row * per_prompt + k, tables) if tables is not None else None
                     seqs.append((seq, logprobs))
                 out.append(seqs * n if sampling.greedy else seqs)
@@ -418,8 +417,6 @@ def _shared_prefill(model, ids, mask, n: int):
     by side). ``generate`` then encodes only the last token of each row: the samples of one prompt
     share their history's encoding instead of encoding it ``n`` times, and sample the same tokens
     (the same rows, logits and random draws; ``tests/integration/test_models.py``)."""
-    import inspect
-
     kwargs: dict[str, Any] = {}
     forward = getattr(model, "get_base_model", lambda: model)().forward
     if "position_ids" in inspect.signature(forward).parameters:  # left padding: positions count real tokens, as generate's
@@ -427,6 +424,12 @@ def _shared_prefill(model, ids, mask, n: int):
     cache = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], use_cache=True, **kwargs).past_key_values
     cache.batch_repeat_interleave(n)
     return cache
+
+
+def through_first_stop(new: list[int], stop: set[int]) -> list[int]:
+    """Generated ids up to and including the first stop token (all of them when none stops)."""
+    cut = next((j for j, t in enumerate(new) if t in stop), None)
+    return new if cut is None else new[: cut + 1]
 
 
 def left_pad(seqs: Sequence[Sequence[int]], pad_id: int):

@@ -87,6 +87,12 @@ def test_seeded_sampling_is_reproducible_and_stop_strings_cut(tiny_kit):
     assert g.text == text[: text.index(stop)] and g.stop_string == stop and g.finish_reason == "stop"
 
 
+def _through_first_stop(new: list[int], stop_ids) -> list[int]:
+    """transformers' new tokens as simhub returns them: cut after the first stop token."""
+    cut = next((j for j, t in enumerate(new) if t in stop_ids), None)
+    return new if cut is None else new[: cut + 1]
+
+
 def test_sampling_has_no_top_k_unless_asked(tiny_kit):
     """FIDELITY.md (sampling): transformers' generate cuts to the 50 most likely tokens unless told
     otherwise; simhub passes top_k itself (0, none, as the reference's vLLM sampling), so a seeded
@@ -104,9 +110,7 @@ def test_sampling_has_no_top_k_unless_asked(tiny_kit):
         out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                              do_sample=True, temperature=3.0, top_p=1.0, max_new_tokens=12, eos_token_id=lm.stop_ids,
                              pad_token_id=lm.pad_id, **top_k)
-        new = out[0, len(ids):].tolist()
-        cut = next((j for j, t in enumerate(new) if t in lm.stop_ids), None)
-        return new if cut is None else new[: cut + 1]
+        return _through_first_stop(out[0, len(ids):].tolist(), lm.stop_ids)
 
     differs = False
     for seed in range(6):
@@ -139,11 +143,7 @@ def test_samples_of_one_prompt_share_the_encoding_of_its_history(tiny_kit):
         torch.manual_seed(seed)
         out = model.generate(ids, attention_mask=mask, do_sample=True, temperature=3.0, top_p=0.95, top_k=0,
                              num_return_sequences=n, max_new_tokens=10, eos_token_id=lm.stop_ids, pad_token_id=lm.pad_id)
-        rows = []
-        for row in out[:, width:].tolist():
-            cut = next((j for j, t in enumerate(row) if t in lm.stop_ids), None)
-            rows.append(row if cut is None else row[: cut + 1])
-        return rows
+        return [_through_first_stop(row, lm.stop_ids) for row in out[:, width:].tolist()]
 
     encoded: list[int] = []  # tokens each forward pass of simhub's model embeds
     hook = lm.model.get_input_embeddings().register_forward_hook(lambda _m, args, _out: encoded.append(args[0].numel()))
