@@ -35,7 +35,7 @@ class PackedPrompt:
 
 
 @dataclass(frozen=True)
-class _Node:
+class Node:
     """Tokens ``[start, end)`` of a packed row, seeing ``visible`` ranges plus themselves causally."""
 
     start: int
@@ -49,7 +49,7 @@ class PackedRows:
     """Sequences packed into rows as prefix trees; ``chains[i]`` locates sequence ``i``."""
 
     rows: list[list[int]]
-    nodes: list[list[_Node]]
+    nodes: list[list[Node]]
     #: For each sequence: (row, ranges of packed positions holding its tokens, in order).
     chains: list[tuple[int, tuple[tuple[int, int], ...]]]
 
@@ -94,7 +94,7 @@ def pack_prefix_trees(seqs: Sequence[Sequence[int]], row_tokens: int = 2048) -> 
     """
     order = sorted(range(len(seqs)), key=lambda i: list(seqs[i]))
     rows: list[list[int]] = []
-    nodes: list[list[_Node]] = []
+    nodes: list[list[Node]] = []
     chains: list[tuple[int, tuple[tuple[int, int], ...]] | None] = [None] * len(seqs)
     prev: int | None = None
     for i in order:
@@ -116,7 +116,7 @@ def pack_prefix_trees(seqs: Sequence[Sequence[int]], row_tokens: int = 2048) -> 
         if tail:
             start = len(rows[row])
             rows[row].extend(tail)
-            nodes[row].append(_Node(start, start + len(tail), k, prefix))
+            nodes[row].append(Node(start, start + len(tail), k, prefix))
             chains[i] = (row, (*prefix, (start, start + len(tail))))
         else:
             chains[i] = (row, prefix)
@@ -160,7 +160,7 @@ def collate_packed(prompts: Sequence[PackedPrompt], pad_id: int, dtype, device: 
     node, every segment a node that sees the whole context, positions restarting after it."""
     rows = [list(p.input_ids) for p in prompts]
     nodes = [
-        [_Node(0, p.context_len, 0, ()), *(_Node(s, e, p.context_len, ((0, p.context_len),)) for s, e in p.segments)]
+        [Node(0, p.context_len, 0, ()), *(Node(s, e, p.context_len, ((0, p.context_len),)) for s, e in p.segments)]
         for p in prompts
     ]
     return collate_rows(PackedRows(rows=rows, nodes=nodes, chains=[]), range(len(prompts)), pad_id, dtype, device)

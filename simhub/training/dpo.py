@@ -10,6 +10,8 @@ simulators (:class:`~simhub.simulation.ModelSimulator` with the SFT adapter), sc
 Scorer with the evaluated set's own knowledge cutoffs, and DPO truncates as the reference's trl
 (0.22.2) did: every prompt keeps its last ``max_prompt_length`` tokens, then each of prompt + chosen
 and prompt + rejected keeps its last ``max_length`` tokens (:func:`truncate_sequence`).
+Training runs each pair as one packed row, its prompt encoded once for both completions, with
+trl's own log-probs (:mod:`simhub.training.dpo_packing`).
 
 Each stage writes one artifact into the output folder, atomically, and a rerun starts at the first
 stage whose artifact is missing:
@@ -354,6 +356,7 @@ def stage_train(ctx: Context) -> dict:
     from trl import DPOConfig, DPOTrainer
 
     from simhub.models.refs import load_tokenizer
+    from simhub.training import dpo_packing
     from simhub.training.common import (
         final_eval_metrics,
         last_checkpoint,
@@ -402,6 +405,8 @@ def stage_train(ctx: Context) -> dict:
     trainer = TruncatingDPOTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows(train_pairs, "train")),
                                    eval_dataset=Dataset.from_list(rows(eval_pairs, "val")) if eval_pairs else None,
                                    processing_class=tokenizer)
+    # Each pair's prompt encoded once for both completions, with trl's own log-probs (FIDELITY.md).
+    dpo_packing.install(trainer.model.get_base_model())
     trainer.add_callback(thread_policy_callback())
     result = trainer.train(resume_from_checkpoint=checkpoint)
     results: dict[str, Any] = {"kind": "student-dpo", "train_loss": result.training_loss, "persona": recipe.persona,

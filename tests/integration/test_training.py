@@ -740,10 +740,16 @@ def _tiny_sft_adapter(tiny_kit, folder: Path) -> Path:
 
 
 def test_tiny_dpo_end_to_end(tmp_path, monkeypatch, simhub_home, tiny_kit):
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
     import simhub.training.dpo as dpo
     from simhub.config import load_profile
     from simhub.models import loaded_models
     from simhub.provision import provision_profile, resolve_recipe, restrict
+    from simhub.training import dpo_packing
     from simhub.training.config import load_recipe
     from simhub.training.dpo import run_dpo
 
@@ -760,6 +766,15 @@ def test_tiny_dpo_end_to_end(tmp_path, monkeypatch, simhub_home, tiny_kit):
         return dpo.stage_train(ctx)
 
     monkeypatch.setitem(dpo.STAGE_FUNCTIONS, "train", train_stage)
+    packed = []
+    pack_pairs = dpo_packing.pack_pairs
+
+    def counted_pack_pairs(*args):
+        result = pack_pairs(*args)
+        packed.append(result is not None)
+        return result
+
+    monkeypatch.setattr(dpo_packing, "pack_pairs", counted_pack_pairs)
     summary = run_dpo(recipe, out, profile)
     assert summary == dict.fromkeys(("generate", "score", "pairs", "train"), "done")
     assert cached_at_train == [0]  # neither the policy nor the metric models are held while DPO trains
@@ -787,6 +802,23 @@ def test_tiny_dpo_end_to_end(tmp_path, monkeypatch, simhub_home, tiny_kit):
     assert all(len({c["text"] for c in r["candidates"]}) == len(r["candidates"]) <= 3 for r in scored)
     assert (out / "ref" / "adapter_config.json").is_file()  # trl's frozen SFT reference copy
     assert run_dpo(recipe, out, profile) == dict.fromkeys(("generate", "score", "pairs", "train"), "skipped")
+    assert packed and all(packed)  # every DPO forward (policy, reference, validation) ran on packed pairs
+
+    # FIDELITY.md (DPO packing): trained on trl's own unpacked rows, the same pairs give the same model.
+    plain = tmp_path / "dpo-unpacked"
+    plain.mkdir()
+    for name in ("candidates.jsonl", "scores.jsonl", "pairs.jsonl"):
+        shutil.copy(out / name, plain / name)
+    monkeypatch.setattr(dpo_packing, "install", lambda model: None)
+    packed.clear()
+    assert run_dpo(recipe, plain, profile)["train"] == "done" and not packed
+    results = [json.loads((d / "eval_results.json").read_text()) for d in (out, plain)]
+    assert results[0]["eval_loss"] == pytest.approx(results[1]["eval_loss"], rel=1e-4)
+    assert results[0]["train_loss"] == pytest.approx(results[1]["train_loss"], rel=1e-4)
+    weights = [load_file(d / "adapter_model.safetensors") for d in (out, plain)]
+    assert weights[0].keys() == weights[1].keys()
+    for name, value in weights[1].items():
+        torch.testing.assert_close(weights[0][name], value, rtol=1e-4, atol=1e-6)
 
 
 def _tiny_dpo_demo_recipe(tiny_kit, tmp_path, monkeypatch):
@@ -1003,6 +1035,102 @@ def test_dpo_truncation_is_trl_0_22_2(prompt_len, completion_len, prompt_kept):
         length = int(batch["attention_mask"][row].sum())
         ids, mask = batch["input_ids"][row][:length].tolist(), batch["completion_mask"][row][:length].tolist()
         assert ids == kept[0] + kept[1] and sum(mask) == len(kept[1])  # chosen and rejected cut separately
+
+
+def _fused_tiny_policy(tiny_kit):
+    """The tiny Llama with trl's fused log-prob head and a random (non-zero) LoRA, as trl's DPO sees it."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+    from trl.trainer.utils import add_fused_lm_head
+
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(tiny_kit["llama"])
+    add_fused_lm_head(base, outputs=("log_probs", "entropy", "mean_logits", "is_top1"))
+    return get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj", "down_proj"],
+                                           init_lora_weights=False))
+
+
+def test_dpo_packed_pairs_give_trls_log_probs_and_gradients_with_each_prompt_encoded_once(tiny_kit):
+    """FIDELITY.md (DPO packing): a pair's prompt, chosen and rejected completions in one row give
+    the same per-token log-probs, entropies, logits means, top-1 flags and gradients as trl's two
+    rows, while the model embeds each shared prompt once (the branches fork one token early)."""
+    import torch
+    from trl.trainer.dpo_trainer import DataCollatorForPreference
+
+    from simhub.training import dpo_packing
+
+    model = _fused_tiny_policy(tiny_kit)
+    vocab = model.config.vocab_size
+    g = torch.Generator().manual_seed(1)
+
+    def tokens(n):
+        return torch.randint(5, vocab, (n,), generator=g).tolist()
+
+    prompt = tokens(20)
+    shared = tokens(2)
+    examples = [
+        {"prompt_ids": prompt, "chosen_ids": tokens(5), "rejected_ids": tokens(7)},
+        {"prompt_ids": tokens(13), "chosen_ids": shared + tokens(2), "rejected_ids": shared + tokens(4)},
+        {"prompt_ids": prompt, "chosen_ids": shared, "rejected_ids": shared + tokens(3)},  # a prefix of the other
+        {"prompt_ids": tokens(30), "chosen_ids": tokens(1), "rejected_ids": tokens(9)},
+    ]
+    # keep_end with max_length 32 cuts the fourth pair's prompt differently for its two completions.
+    batch = DataCollatorForPreference(pad_token_id=0, max_length=32, truncation_mode="keep_end")(examples)
+    labels = batch["input_ids"].masked_fill(batch["completion_mask"] == 0, -100)
+    embedded = []
+    model.get_base_model().get_input_embeddings().register_forward_hook(
+        lambda module, args, out: embedded.append(args[0].numel()))
+
+    def step():
+        model.zero_grad()
+        embedded.clear()
+        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels,
+                    fused_lm_head=True, use_cache=False)
+        out.log_probs.sum(dim=1).pow(2).sum().backward()
+        fields = {name: getattr(out, name).detach() for name in ("log_probs", "entropy", "mean_logits", "is_top1")}
+        grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+        return fields, grads, sum(embedded)
+
+    rows, grads, plain_tokens = step()
+    dpo_packing.install(model.get_base_model())
+    packed_rows, packed_grads, packed_tokens = step()
+    for name, value in rows.items():
+        if name == "is_top1":
+            assert torch.equal(packed_rows[name], value)
+        else:
+            torch.testing.assert_close(packed_rows[name], value, rtol=1e-5, atol=1e-5)
+    assert rows["log_probs"].ne(0).sum(dim=1).tolist() == batch["completion_mask"].sum(dim=1).tolist()
+    assert grads.keys() == packed_grads.keys() and grads
+    for name, grad in grads.items():
+        torch.testing.assert_close(packed_grads[name], grad, rtol=1e-3, atol=1e-4 * float(grad.abs().max()))
+    lengths = batch["attention_mask"].sum(dim=1).tolist()
+    n = len(examples)
+    # Trunks: the prompt less its last token; the second pair shares its completions' first two tokens;
+    # the fourth pair's prompts start at different tokens, so it shares nothing.
+    trunks = [19, 13 + 2 - 1, 20 + 2 - 1, 0]
+    width = max(lengths[i] + lengths[n + i] - trunks[i] for i in range(n))
+    assert plain_tokens == 2 * n * batch["input_ids"].size(1) and packed_tokens == n * width < plain_tokens
+
+
+def test_dpo_packing_leaves_other_calls_to_the_plain_forward(tiny_kit):
+    """Generation-style calls (no fused head) and left-padded batches are not packed."""
+    import torch
+
+    from simhub.training import dpo_packing
+
+    model = _fused_tiny_policy(tiny_kit)
+    ids = torch.tensor([[0, 0, 5, 6, 7, 8], [9, 10, 11, 12, 13, 14]])
+    mask = (ids != 0).long()
+    labels = ids.masked_fill(torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 0, 0]]).bool(), -100)
+    assert dpo_packing.pack_pairs(ids, mask, labels, torch.float32) is None
+    with torch.no_grad():
+        before = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True).log_probs
+        logits = model(input_ids=ids, attention_mask=mask).logits
+        dpo_packing.install(model.get_base_model())
+        torch.testing.assert_close(model(input_ids=ids, attention_mask=mask, labels=labels,
+                                         fused_lm_head=True).log_probs, before)
+        torch.testing.assert_close(model(input_ids=ids, attention_mask=mask).logits, logits)
 
 
 def test_dpo_completion_is_the_candidate_and_one_end_of_turn_token(tokenizer, sample_corpus):
