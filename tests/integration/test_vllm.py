@@ -205,3 +205,27 @@ def test_vllm_chat_logprobs_stream_and_usage(vllm_server, tiny_profile):
     assert [e.token for e in generation.logprobs] == [e["token"] for e in content]
     assert [e.logprob for e in generation.logprobs] == pytest.approx([e["logprob"] for e in content], abs=1e-3)
     assert json.dumps(out)  # plain JSON: no NaN or infinities
+
+
+def test_an_in_process_engine_that_fails_to_start_leaves_the_process_as_it_found_it(monkeypatch):
+    """vLLM refusing to build (here: an engine that raises) reaches the caller as it is, with vLLM's
+    switch, torch's thread setter and the garbage collector restored."""
+    import gc
+    import os
+
+    import torch
+    import vllm
+
+    from simhub.models import vllm as backend
+
+    def refuse(**kwargs):
+        torch.set_num_threads = lambda n: None  # as vLLM's CPU worker does before it fails
+        gc.freeze()
+        raise ValueError("no memory for the KV cache")
+
+    setter = torch.set_num_threads
+    monkeypatch.setattr(vllm, "LLM", refuse)
+    with pytest.raises(ValueError, match="KV cache"):
+        backend._in_process_llm({"model": "x"})
+    assert torch.set_num_threads is setter and gc.get_freeze_count() == 0
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ
