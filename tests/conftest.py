@@ -57,24 +57,25 @@ def pytest_collection_finish(session):
     import sys
 
     from simhub.config import load_profile
-    from simhub.provision import pending_builds
+    from simhub.provision import PARALLEL_ENV, pending_builds
 
     if not pending_builds(load_profile("demo")):
         return
     log = Path(os.environ["SIMHUB_HOME"]) / ".demo-prebuild.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    build = ("import os\n"
-             "try:\n    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
-             "except (AttributeError, OSError):\n    os.nice(19)\n"
-             "from simhub.config import load_profile\nfrom simhub.provision import provision_profile\n"
-             "provision_profile(load_profile('demo'), on_step=None)\n")
-    launcher = ("import subprocess, sys; log = open(sys.argv[1], 'wb'); print(subprocess.Popen(sys.argv[2:], "
-                "stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True).pid)")
-    # Only the time the tests leave (Linux's SCHED_IDLE: it runs when nothing else would; elsewhere
-    # the lowest priority), and threads that sleep rather than spin while they wait for each other
-    # (at normal priority its two training threads, spinning beside the tests' own, made a judge
-    # step nine times slower and the suite slower than without it).
-    env = {**os.environ, "SIMHUB_PARALLEL_BUILDS": "0", "OMP_WAIT_POLICY": "PASSIVE"}
+    build = ("from simhub.config import load_profile; from simhub.provision import provision_profile; "
+             "provision_profile(load_profile('demo'), on_step=None)")  # what demo_profile does
+    # The launcher gives itself, and so the builder it starts, only the time the tests leave (Linux's
+    # SCHED_IDLE: it runs when nothing else would; elsewhere the lowest priority). The builder's
+    # threads sleep rather than spin while they wait for each other. (At normal priority its two
+    # training threads, spinning beside the tests' own, made a judge step nine times slower and the
+    # suite slower than without it.)
+    launcher = ("import os, subprocess, sys\n"
+                "try:\n    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
+                "except (AttributeError, OSError):\n    os.nice(19)\n"
+                "print(subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=open(sys.argv[1], 'wb'), "
+                "stderr=subprocess.STDOUT, start_new_session=True).pid)\n")
+    env = {**os.environ, PARALLEL_ENV: "0", "OMP_WAIT_POLICY": "PASSIVE"}
     started = subprocess.run([sys.executable, "-c", launcher, str(log), sys.executable, "-c", build],
                              env=env, capture_output=True, text=True, check=False)
     if started.returncode == 0 and started.stdout.strip().isdigit():
