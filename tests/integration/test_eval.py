@@ -330,7 +330,8 @@ def _files(*roots):
     return sorted(str(p) for root in roots if root.exists() for p in root.rglob("*") if p.is_file())
 
 
-def test_no_cache_sends_every_request_and_writes_no_cache(data, tmp_path, fake_openai, monkeypatch, simhub_home):
+def test_no_cache_sends_every_request_and_writes_no_cache(data, tmp_path, fake_openai, monkeypatch, simhub_home,
+                                                         tiny_kit):
     # The simulator and the judge both live behind the fake endpoint, each client with its own response cache.
     for name in ("OPENAI_API_KEY", "SIMHUB_JUDGE_API_KEY"):
         monkeypatch.setenv(name, "sk-test")
@@ -342,7 +343,13 @@ def test_no_cache_sends_every_request_and_writes_no_cache(data, tmp_path, fake_o
     cache = tmp_path / "cache"
     args = ["eval", "--profile", str(profile), "--simulator", "hosted", "--data", str(data), "--bootstrap", "100",
             "--metrics", "rouge_l,correctness", "--cache-dir", str(cache)]
-    caches = (answers, cache, simhub_home / "cache")
+    # A home of its own, so that its default cache folder is written by this test alone (the suite's
+    # other tests write the shared home's, at the same time under pytest-xdist); the same tiny kit.
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "tiny").symlink_to(simhub_home / "tiny")
+    monkeypatch.setenv("SIMHUB_HOME", str(home))
+    caches = (answers, cache, home / "cache")
     before = _files(*caches)
 
     def sent_by(extra, out):
