@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 
 # Isolate every Hugging Face cache and simhub's home from the user's before any library is imported.
 # Under pytest-xdist (-n) the workers share the controller's folders, which they inherit through the
 # environment: one home, so what one worker builds the others reuse (each build holds its lock).
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
-_HF_HOME = os.environ["HF_HOME"] if _WORKER and "HF_HOME" in os.environ else tempfile.mkdtemp(prefix="simhub-test-hf-")
-os.environ["HF_HOME"] = _HF_HOME
+if not (_WORKER and "HF_HOME" in os.environ):
+    os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="simhub-test-hf-")
 if _WORKER:  # two workers' torch threads share two cores: a thread that waits sleeps rather than spins
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -42,7 +41,6 @@ TINY_PROFILE = str(TESTS / "profiles" / "tiny.yaml")
 
 #: Set to 0 to build the demo models in the first test that needs them instead.
 PREBUILD_ENV = "SIMHUB_TEST_PREBUILD"
-_STARTED = pytest.StashKey[float]()
 
 
 def pytest_collection_finish(session):
@@ -74,7 +72,6 @@ def pytest_collection_finish(session):
     log = Path(os.environ["SIMHUB_HOME"]) / ".demo-prebuild.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     pid_file = _prebuild_pid_file()
-    pid_file.unlink(missing_ok=True)
     # What demo_profile does. The builder (its process group's leader) writes its pid to a file while
     # it runs, for the session's end (pytest_sessionfinish), and removes it when done, whatever the outcome.
     build = ("import os, pathlib; from simhub.config import load_profile; from simhub.provision import provision_profile\n"
@@ -100,8 +97,12 @@ def _prebuild_pid_file() -> Path:
     return Path(os.environ["SIMHUB_HOME"]) / ".demo-prebuild.pid"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist starts its workers
 def pytest_sessionstart(session):
-    session.config.stash[_STARTED] = time.time()
+    """Forget a builder's pid left by an earlier session in a reused SIMHUB_TEST_HOME (one killed
+    with its builder): the pid file the session's end reads is then always this session's."""
+    if _WORKER is None:
+        _prebuild_pid_file().unlink(missing_ok=True)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -114,8 +115,6 @@ def pytest_sessionfinish(session, exitstatus):
         return
     pid_file = _prebuild_pid_file()
     with contextlib.suppress(FileNotFoundError, ValueError):
-        if pid_file.stat().st_mtime < session.config.stash.get(_STARTED, 0.0) - 1:
-            return  # left by an earlier session in a reused SIMHUB_TEST_HOME (its builder was killed)
         pid = int(pid_file.read_text())
         pid_file.unlink()
         with contextlib.suppress(ProcessLookupError, PermissionError):  # it has finished
