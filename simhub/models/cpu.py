@@ -85,16 +85,21 @@ _pinned: int | None = None
 
 
 @contextlib.contextmanager
-def pinned_threads(n: int) -> Iterator[None]:
+def pinned_threads(n: int, *, restore: bool = False) -> Iterator[None]:
     """Within the block, torch uses ``n`` threads whatever the load (the demo's builds, so that
-    they give the same models whatever else runs)."""
+    they give the same models whatever else runs); with ``restore``, torch's thread count is set
+    back to what it was when the block ends (the tiny kit, built inside a test or a command)."""
     global _pinned
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None
     before, _pinned = _pinned, n
     try:
         apply_thread_policy("pinned")
         yield
     finally:
         _pinned = before
+        if restore and threads is not None and torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
 
 
 def chosen_threads() -> int | None:

