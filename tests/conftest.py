@@ -164,7 +164,7 @@ def _missing_package(report) -> str | None:
         return None
     longrepr = report.longrepr
     reason = str(longrepr[2] if isinstance(longrepr, (tuple, list)) and len(longrepr) == 3 else longrepr)
-    return reason if "could not import" in reason else None
+    return reason.removeprefix("Skipped: ") if "could not import" in reason else None
 
 
 def pytest_runtest_logreport(report):
