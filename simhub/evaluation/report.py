@@ -57,6 +57,7 @@ from simhub.evaluation.leaderboard import (
     RankedRun,
     null_counts,
     rank_runs,
+    ranked_columns,
     table1_data,
     table_metrics,
 )
@@ -245,6 +246,8 @@ def _table1(ranked: Sequence[RankedRun], names: Mapping[int, str]) -> str:
     runs = [r.run for r in ranked]
     metrics = table_metrics(runs)
     many = len(runs) > 1
+    note = (f'<p class="ranking-note" id="ranking-note">{_e(ranked_columns(runs).note(names))}</p>'
+            if many else "")
     head = ('<tr><th scope="col">Rank</th><th scope="col" class="text">Simulator</th>'
             '<th scope="col" class="text">Profile / model</th>'
             + "".join(_metric_header(m) for m in metrics)
@@ -256,7 +259,9 @@ def _table1(ranked: Sequence[RankedRun], names: Mapping[int, str]) -> str:
         body.append(
             f'<tr data-kind="run" data-run="{_e(run.name)}">'
             f"<td>{entry.rank if entry.rank is not None else '—'}</td>"
-            f'<th scope="row" class="text">{_e(names[id(run)])}{_failed_simulations(run)}</th>'
+            f'<th scope="row" class="text">{_e(names[id(run)])}{_failed_simulations(run)}'
+            + (f'<span class="sub" data-unranked>unranked: {_e(entry.unranked)}</span>' if entry.unranked else "")
+            + "</th>"
             f'<td class="text">{_e(run.profile or "—")}</td>'
             + "".join(_run_cell(run, m, m in entry.best, nulls.get(m, NullCounts())) for m in metrics)
             + f"<td>{_f(entry.mean_rank, 2)}</td></tr>"
@@ -286,7 +291,7 @@ def _table1(ranked: Sequence[RankedRun], names: Mapping[int, str]) -> str:
         + "The rows below the runs are the paper's published numbers, not produced by simhub: they are "
         "comparable only for runs on the same test split."
     )
-    return (f'<div class="table-wrap"><table id="table1"><caption>{caption}</caption>'
+    return (f'{note}<div class="table-wrap"><table id="table1"><caption>{caption}</caption>'
             f'<thead>{head}</thead><tbody id="table1-runs">{"".join(body)}</tbody>'
             f'<tbody id="table1-published" class="published">{"".join(published)}</tbody></table></div>'
             f"{_validation_note()}")

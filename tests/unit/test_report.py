@@ -18,7 +18,7 @@ import pytest
 from simhub.errors import DataError, MissingExtraError
 from simhub.evaluation.dialogue_eval import write_results
 from simhub.evaluation.figures import report_context
-from simhub.evaluation.leaderboard import is_missing_label, null_counts
+from simhub.evaluation.leaderboard import is_missing_label, null_counts, ranked_columns
 from simhub.evaluation.paper import METRICS, TABLE1
 from simhub.evaluation.report import (
     DIALOGUE_FIGURES,
@@ -363,24 +363,80 @@ def test_leaderboard_orders_by_mean_rank():
     assert ranked[0].best == {"cosine", "rouge_l"} and ranked[1].best == {"acts"} and not ranked[2].best
 
 
-def test_leaderboard_ties_and_missing_values():
-    # Tied means share the average place; a missing value ranks below all present ones.
+def test_leaderboard_ties_and_a_column_some_runs_lack():
+    # Tied means share the average place; a column that not every run reports is not ranked.
     a = _run("a", {"acts": 0.5, "cosine": 0.9})
     b = _run("b", {"acts": 0.5, "cosine": None})
     c = _run("c", {"acts": 0.4})
     ranked = {r.run.simulator: r for r in rank_runs([a, b, c])}
-    assert ranked["a"].ranks == {"acts": 1.5, "cosine": 1.0}
-    assert ranked["b"].ranks == {"acts": 1.5, "cosine": 2.5}
-    assert ranked["c"].ranks == {"acts": 3.0, "cosine": 2.5}
+    assert ranked["a"].ranks == {"acts": 1.5} and ranked["b"].ranks == {"acts": 1.5}
+    assert ranked["c"].ranks == {"acts": 3.0}
     assert [r.run.simulator for r in rank_runs([c, b, a])] == ["a", "b", "c"]
+    assert ranked["a"].rank == ranked["b"].rank == 1 and ranked["c"].rank == 3
     # "best" needs two runs reporting the column: only a has cosine
     assert ranked["a"].best == {"acts"} and ranked["b"].best == {"acts"} and not ranked["c"].best
+    assert ranked_columns([a, b, c]).note() == "Ranked on the metric every ranked run reports: Acts."
+
+
+def test_the_leaderboard_never_ranks_a_run_first_on_a_metric_it_lacks():
+    """The README's first-ten-minutes flow: the floor scored on ROUGE-L alone, the student on every
+    metric and below the floor on ROUGE-L. Ranked on what they share (ROUGE-L), the floor is first;
+    before, the student's six other columns (where the floor, lacking them, ranked last) put it first."""
+    floor = _run("reference:previous-turn", {"rouge_l": 0.046})
+    sft = _run("tiny-student-sft", {"acts": 0.4, "correctness": 0.5, "errors": 0.1, "knowledge": 0.6,
+                                    "cosine": 0.3, "rouge_l": 0.018, "tutor_response": 0.2})
+    ranked = rank_runs([sft, floor])
+    assert [(r.run.simulator, r.rank) for r in ranked] == [("reference:previous-turn", 1), ("tiny-student-sft", 2)]
+    assert ranked_columns([sft, floor]).columns == ("rouge_l",)
+    table = table1_data([sft, floor])
+    assert table["ranked_on"] == ["rouge_l"]
+    assert table["ranking_note"] == "Ranked on the metric every ranked run reports: ROUGE-L."
+
+
+def test_runs_that_share_no_metric_are_listed_unranked_with_the_reason():
+    a = _run("a", {"acts": 0.5})
+    b = _run("b", {"acts": 0.7, "cosine": 0.2})
+    c = _run("c", {"rouge_l": 0.9})
+    none = _run("none", {"acts": None})
+    ranked = {r.run.simulator: r for r in rank_runs([a, b, c, none])}
+    assert (ranked["b"].rank, ranked["a"].rank) == (1, 2)  # on Acts, the most widely reported metric
+    assert ranked["c"].rank is None and ranked["c"].unranked == "it does not report Acts, which the ranked runs share"
+    assert ranked["none"].rank is None and ranked["none"].unranked == "it reports no metric"
+    assert [r.run.simulator for r in rank_runs([c, none, a, b])][:2] == ["b", "a"]
+    names = {id(r): r.simulator for r in (a, b, c, none)}
+    assert ranked_columns([a, b, c, none]).note(names) == (
+        "Ranked on the metric every ranked run reports: Acts. Unranked: c: it does not report Acts, which the "
+        "ranked runs share; none: it reports no metric.")
+    lone = rank_runs([_run("x", {"acts": 0.5}), _run("y", {"cosine": 0.5})])
+    assert [r.rank for r in lone] == [None, None] and all(r.unranked for r in lone)
+
+
+def test_the_leaderboard_and_compare_agree_on_a_shared_metric(tmp_path):
+    """Two runs of the same data, one scored on ROUGE-L alone: the leaderboard's order is the sign of
+    `simhub compare`'s paired difference on that metric."""
+    from simhub.evaluation.runs import compare_runs
+
+    dialogues = _dialogues(20, seed=3)
+    floor = make_run_dir(tmp_path, "floor", dialogues, seed=1, preset=PRESETS["DPO 8B (simhub)"])
+    sft = make_run_dir(tmp_path, "sft", dialogues, seed=2, preset=PRESETS["Zero-Shot gpt-4.1"])
+    results = json.loads((floor / "results.json").read_text())
+    results["metrics"] = {"rouge_l": results["metrics"]["rouge_l"]}
+    (floor / "results.json").write_text(json.dumps(results))
+    lines = [json.loads(x) for x in (floor / "scores.jsonl").read_text().splitlines()]
+    for line in lines:
+        line["scores"] = {"rouge_l": line["scores"].get("rouge_l")}
+    (floor / "scores.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    ranked = rank_runs([load_run(sft), load_run(floor)])
+    diff = compare_runs(floor, sft, n_resamples=200)["metrics"]["rouge_l"]["diff"]
+    assert list(compare_runs(floor, sft, n_resamples=200)["metrics"]) == ["rouge_l"]
+    assert (ranked[0].run.simulator == "floor") == (diff > 0)
+    assert ranked[0].run.simulator == "floor" and ranked[1].rank == 2
 
 
 def test_leaderboard_equal_scores_share_a_place_and_sort_by_name():
     ranked = rank_runs([_run("z", {"acts": 0.5}), _run("m", {"acts": 0.5}), _run("none", {"acts": None})])
     assert [(r.run.simulator, r.rank) for r in ranked] == [("m", 1), ("z", 1), ("none", None)]
-    assert ranked[2].mean_rank is None
+    assert ranked[2].mean_rank is None and ranked[2].unranked == "it reports no metric"
 
 
 def test_single_run_marks_no_best():
@@ -395,6 +451,9 @@ def test_page_leaderboard_matches_rule(run_dirs, page):
     means = [row["mean_rank"] for row in table["runs"]]
     assert means == sorted(means)
     assert "mean rank" in RANKING_RULE and "Leaderboard" in page
+    # one line above the table says what the runs were ranked on
+    assert page.index('id="ranking-note"') < page.index('<table id="table1"')
+    assert "Ranked on the metrics every ranked run reports: Acts, " in page
     assert page.count('<span class="badge">best</span>') == len(METRICS)  # no ties in random data
 
 
