@@ -174,6 +174,11 @@ class Metric(ABC):
         """Load the model now (the service does this before it is ready); scoring loads lazily too."""
         return None
 
+    def unavailable(self) -> str | None:
+        """Why it cannot score in this environment (an endpoint whose API key is not set, naming the
+        variable to set), or None."""
+        return None
+
     def skip(self, item: ScoreItem) -> dict[str, str]:
         """Null reasons of outputs that do not apply to ``item`` (decided without a model)."""
         return {}

@@ -128,6 +128,14 @@ class Judge(Metric):
             key_names(config.endpoint.base_url, config.endpoint.api_key_env, kind="judge", field=JUDGE_FIELD)
         self._endpoint: EndpointLM | None = None
 
+    def unavailable(self) -> str | None:
+        if self.config.kind != "openai" or not self.config.endpoint.base_url:
+            return None
+        from simhub.models.endpoints import missing_key
+
+        return missing_key(self.config.endpoint.base_url, self.config.endpoint.api_key_env, kind="judge",
+                           field=JUDGE_FIELD)
+
     def describe(self) -> dict[str, Any]:
         if self.config.kind == "openai":
             return {"base_model": self.config.model, "backend": "openai", "base_url": self.config.endpoint.base_url}

@@ -36,7 +36,7 @@ from simhub.models.openai import (
 )
 
 __all__ = ["DEFAULT_KEY_HOSTS", "KIND_KEY_ENVS", "ChatResult", "EndpointFailure", "EndpointKind", "chat_payload",
-           "client_for", "endpoint_config", "endpoint_lm", "is_loopback", "is_reasoning_model", "key_names",
+           "client_for", "endpoint_config", "endpoint_lm", "is_loopback", "is_reasoning_model", "key_names", "missing_key",
            "parse_chat_response"]
 
 EndpointKind = Literal["judge", "baseline", "simulator", "tutor", "annotator"]
@@ -93,6 +93,18 @@ def key_names(base_url: str, api_key_env: str | None, *, kind: str, field: str =
         f"{field}.api_key_env: {host or base_url} is not {' or '.join(sorted(DEFAULT_KEY_HOSTS))}, so no key is sent "
         f"to it by default; name the environment variable that holds its key (api_key_env: MY_KEY), or "
         f"api_key_env: none if it takes none", field=f"{field}.api_key_env")
+
+
+def missing_key(base_url: str, api_key_env: str | None, *, kind: str, field: str = "endpoint") -> str | None:
+    """Why an endpoint cannot be asked now: it needs a key (:func:`key_names`) and none of its
+    variables is set; the reason names the variables, never a value. None when it can be asked."""
+    import os
+
+    names = key_names(base_url, api_key_env, kind=kind, field=field)
+    if not names or any(os.environ.get(name) for name in names):
+        return None
+    host = urlsplit(base_url).hostname or base_url
+    return f"no API key for {host}: set {' or '.join(names)}"
 
 
 def endpoint_config(settings: EndpointSettings, model: str, *, kind: str, default_cache: Path | None,

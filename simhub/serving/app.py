@@ -22,6 +22,7 @@ from litestar.di import Provide
 from litestar.middleware.rate_limit import RateLimitConfig
 from litestar.openapi import OpenAPIConfig
 
+from simhub import __version__
 from simhub.config import Profile, load_profile
 from simhub.serving.controllers import (
     InfoController,
@@ -31,11 +32,17 @@ from simhub.serving.controllers import (
     provide_services,
 )
 from simhub.serving.errors import EXCEPTION_HANDLERS, error_response
-from simhub.serving.examples import REQUESTS
+from simhub.serving.examples import REQUESTS, RESPONSES
 from simhub.serving.guard import body_guard_middleware
 from simhub.serving.lms import LMS_REQUESTS, LMSController, LMSRuns, apply_lms_docs
 from simhub.serving.metrics import ServiceMetrics, access_middleware, configure_logging
-from simhub.serving.openapi import OfflineSwaggerPlugin, apply_limits, apply_request_examples, limits_description
+from simhub.serving.openapi import (
+    OfflineSwaggerPlugin,
+    apply_limits,
+    apply_request_examples,
+    apply_response_examples,
+    limits_description,
+)
 from simhub.serving.services import Services
 from simhub.serving.settings import ServiceSettings
 
@@ -114,7 +121,7 @@ def create_app(settings: ServiceSettings | None = None, profile: Profile | None 
         # route every library's INFO records (paths of loaded models included) to stderr.
         logging_config=None,
         openapi_config=OpenAPIConfig(
-            title="simhub", version="1",
+            title="simhub", version=__version__,  # the package's: what /models and run files report
             description="Simulated students in tutoring dialogues: simulate and score; and KT-grounded learners "
                         "an agent tutor teaches over days (/lms).\n\n" + limits_description(settings.limits),
             path="/schema", render_plugins=[OfflineSwaggerPlugin("/schema")],
@@ -124,6 +131,7 @@ def create_app(settings: ServiceSettings | None = None, profile: Profile | None 
     )
     apply_limits(app.openapi_schema, settings.limits)
     apply_request_examples(app.openapi_schema, {**REQUESTS, **LMS_REQUESTS})
+    apply_response_examples(app.openapi_schema, RESPONSES)
     apply_lms_docs(app.openapi_schema)
     app.state.services = services
     app.state.settings = settings

@@ -114,10 +114,14 @@ class InfoController(Controller):
 
     @get("/models", operation_id="listModels", summary="Simulators and metric models with their Hub ids and revisions")
     async def models(self, services: Services) -> s.ModelsResponse:
+        def info(m: dict) -> s.ModelInfo:
+            why = services.unavailable(m["kind"], m["id"])
+            return s.ModelInfo(**m, available=why is None, unavailable_reason=why)
+
         return s.ModelsResponse(
             profile=services.profile.name, simhub_version=__version__,
-            simulators=[s.ModelInfo(**m) for m in services.simulation.model_info()],
-            metrics=[s.ModelInfo(**m) for m in services.scoring.model_info(services.display_scorer)],
+            simulators=[info(m) for m in services.simulation.model_info()],
+            metrics=[info(m) for m in services.scoring.model_info(services.display_scorer)],
         )
 
     @get("/health", operation_id="health", summary="Liveness: the process answers")
@@ -183,5 +187,9 @@ class OpenAIController(Controller):
 
     @get("/models", operation_id="listOpenAIModels", summary="Simulator ids, OpenAI format")
     async def models(self, services: Services) -> s.OpenAIModelList:
-        return s.OpenAIModelList(object="list", data=[s.OpenAIModel(id=i, object="model", created=0, owned_by="simhub")
-                                                      for i in services.simulation.ids])
+        def model(i: str) -> s.OpenAIModel:
+            why = services.unavailable("simulator", i)
+            return s.OpenAIModel(id=i, object="model", created=0, owned_by="simhub", available=why is None,
+                                 unavailable_reason=why)
+
+        return s.OpenAIModelList(object="list", data=[model(i) for i in services.simulation.ids])

@@ -88,7 +88,8 @@ def _simhub(request: Request, exc: SimhubError) -> Response:
     if isinstance(exc, NotReady):
         request.app.state.metrics.rejected.labels("not_ready").inc()
         headers = None if exc.failed else {"Retry-After": str(request.app.state.settings.retry_after_s)}
-        return error_response(503, "load_failed" if exc.failed else "not_ready", message, exc.field, headers=headers)
+        kind = "unavailable" if exc.unavailable else "load_failed" if exc.failed else "not_ready"
+        return error_response(503, kind, message, exc.field, headers=headers)
     if isinstance(exc, Overloaded):
         retry = str(request.app.state.settings.retry_after_s)
         request.app.state.metrics.rejected.labels("overloaded").inc()

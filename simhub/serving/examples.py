@@ -86,6 +86,30 @@ REQUESTS: Mapping[str, list[Example]] = {
     "simulate": SIMULATE_REQUESTS, "score": SCORE_REQUESTS, "createChatCompletion": CHAT_REQUESTS,
 }
 
+#: What the service answers to the first request example of each operation. The score is the demo's
+#: (ROUGE-L, and cosine on the packaged MiniLM: the numbers a test checks against the app); a
+#: simulator's text depends on its model, so the texts are a demo student's kind of answer.
+RESPONSES: Mapping[str, list[Example]] = {
+    "simulate": [_example("One greedy candidate", {
+        "model": DEMO_SIMULATOR,
+        "results": [{"candidates": [{"text": "I get 6/8, so is it A?", "finish_reason": "stop",
+                                     "end_of_dialogue": False}], "end_of_dialogue": False}],
+        "usage": {"prompt_tokens": 178, "completion_tokens": 11},
+    })],
+    "score": [_example("ROUGE-L and cosine of the candidate against the real turn", {
+        "metrics": ["rouge_l", "cosine"],
+        "items": [{"scores": {"rouge_l": 0.26666666666666666, "cosine": 0.7696415781974792}}],
+        "summary": {"rouge_l": {"mean": 0.26666666666666666, "std": 0.0, "count": 1},
+                    "cosine": {"mean": 0.7696415781974792, "std": 0.0, "count": 1}},
+    })],
+    "createChatCompletion": [_example("The student's next turn", {
+        "id": "chatcmpl-3f2a9c", "object": "chat.completion", "created": 1796428800, "model": DEMO_SIMULATOR,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "I get 6/8, so is it A?"},
+                     "finish_reason": "stop", "logprobs": None, "end_of_dialogue": False}],
+        "usage": {"prompt_tokens": 178, "completion_tokens": 11, "total_tokens": 189},
+    })],
+}
+
 
 @dataclass(frozen=True)
 class ErrorExample:
@@ -129,12 +153,13 @@ def _unknown_simulator(name: str) -> ErrorExample:
                         "baseline:zero-shot, baseline:ocean, baseline:icl, baseline:reasoning, baseline:oracle", "model")
 
 
-#: What /simulate and /v1/chat/completions answer when the server cannot call a simulator's endpoint
-#: as configured: the demo's prompted baselines are OpenAI models, and no key is set for them.
-_SERVER_CONFIG = ErrorExample(
-    500, "A simulator's endpoint has no API key set on the server (the demo's baseline:zero-shot)",
-    "server_config_error", "no API key for https://api.openai.com/v1: set SIMHUB_BASELINE_API_KEY or OPENAI_API_KEY",
-    "SIMHUB_BASELINE_API_KEY")
+#: What /simulate and /v1/chat/completions answer for a simulator that cannot run on this server: the
+#: demo's prompted baselines are OpenAI models, and no key is set for them (they are listed as
+#: unavailable in /models, /v1/models and /ready, with the same reason).
+_UNAVAILABLE = ErrorExample(
+    503, "A simulator whose endpoint has no API key set on the server (the demo's baseline:zero-shot)",
+    "unavailable", "model: baseline:zero-shot is unavailable on this server (no API key for api.openai.com: set "
+    "SIMHUB_BASELINE_API_KEY or OPENAI_API_KEY)", "model")
 
 #: What /simulate and /v1/chat/completions answer while their simulator cannot serve.
 _SIMULATOR_NOT_SERVING = (
@@ -157,7 +182,7 @@ SIMULATE_ERRORS = [
     _unknown_simulator("my-student"),
     ErrorExample(422, "A value of the wrong type", "validation_error",
                  "sampling.temperature: Expected `float`, got `str`", "sampling.temperature"),
-    _SERVER_CONFIG,
+    _UNAVAILABLE,
     *_SIMULATOR_NOT_SERVING,
     *_common(),
 ]
@@ -185,7 +210,7 @@ CHAT_ERRORS = [
                  "temperature: Expected `float` <= 2.0", "temperature"),
     ErrorExample(502, "The simulator's own endpoint failed", "upstream_error",
                  "model: the simulator's endpoint failed (connection refused at http://127.0.0.1:8001/v1)", "model"),
-    _SERVER_CONFIG,
+    _UNAVAILABLE,
     *_SIMULATOR_NOT_SERVING,
     *_common(),
 ]
@@ -200,10 +225,9 @@ STATUS_DESCRIPTIONS = {
     400: "invalid request, unsupported parameter, limit exceeded, body not UTF-8 or nested too deeply",
     401: "missing or wrong API key (only when the service has one)", 404: "no simulator of that id",
     413: "body too large", 422: "wrong types or constraint violated", 429: "rate limited",
-    500: "the server's own configuration is incomplete (field: what to set, e.g. the variable of a simulator endpoint's "
-         "API key), or an internal error (its traceback is in the server log)",
     502: "a simulator's own endpoint failed",
-    503: "not ready yet (Retry-After), failed to load (see /ready), or queue full (Retry-After)",
+    503: "not ready yet (Retry-After), failed to load (see /ready), unavailable on this server (an endpoint "
+         "whose API key is not set: the message names the variable), or queue full (Retry-After)",
     504: "request timed out",
 }
 

@@ -95,12 +95,38 @@ def check_body(body: bytes, limits: Limits) -> None:
                                                "a \\ud800-\\udbff escape must be followed by a \\udc00-\\udfff one")
 
 
+#: How much of an oversized body is read (and thrown away) before the 413 is sent. A client such as
+#: urllib or requests sends its whole body before it reads any answer; a server that answers and
+#: closes while body bytes are still arriving makes the kernel reset the connection, and the client
+#: sees "Connection reset by peer" instead of the 413. Up to this many bytes the body is drained first,
+#: so the client reads the 413; past it the server answers and closes at once (never reading without end).
+DRAIN_BYTES = 64 << 20
+
+
+async def _drain(receive, already: int, declared: int | None, expects_continue: bool) -> None:
+    """Read and discard the rest of a body being refused, up to :data:`DRAIN_BYTES` (nothing when the
+    client waits for ``100 Continue``: it has sent no body, and reading would ask it for one)."""
+    if expects_continue or (declared is not None and declared > DRAIN_BYTES):
+        return
+    read = already
+    while read <= DRAIN_BYTES:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        read += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
+
+
 def body_guard_middleware(limits: Limits, respond):
     """ASGI middleware running :func:`check_body` on every body-carrying request.
 
     ``respond(status, type, message)`` builds the error response (the app's one error envelope).
-    A declared ``Content-Length`` over the limit is refused before reading; a chunked body is
-    refused as soon as it passes the limit, so nothing larger is ever held in memory.
+    A declared ``Content-Length`` over the limit is refused before any of it is kept; a chunked body
+    is refused as soon as it passes the limit, so nothing larger is ever held in memory. A refused
+    body is read to its end (up to :data:`DRAIN_BYTES`, and thrown away) before the 413 is sent, so
+    clients that send the whole body before reading the answer get the 413, not a reset connection;
+    the answer then says ``Connection: close``.
     """
 
     def factory(app):
@@ -108,30 +134,36 @@ def body_guard_middleware(limits: Limits, respond):
             if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
                 await app(scope, receive, send)
                 return
+            headers = scope.get("headers", [])
             try:
-                declared = next((int(v) for k, v in scope.get("headers", []) if k == b"content-length"), None)
+                declared = next((int(v) for k, v in headers if k == b"content-length"), None)
             except ValueError:
                 declared = None
+            expects_continue = any(k == b"expect" and v.lower() == b"100-continue" for k, v in headers)
+            size, more = 0, True
             try:
                 if declared is not None and declared > limits.max_body_bytes:
                     raise BodyProblem(413, "body_too_large",
                                       f"request body is larger than the limit of {limits.max_body_bytes} bytes")
-                chunks, size, more = [], 0, True
+                chunks = []
                 while more:
                     message = await receive()
                     if message["type"] == "http.disconnect":
                         return
                     chunk = message.get("body", b"")
                     size += len(chunk)
+                    more = message.get("more_body", False)
                     if size > limits.max_body_bytes:
                         raise BodyProblem(413, "body_too_large",
                                           f"request body is larger than the limit of {limits.max_body_bytes} bytes")
                     chunks.append(chunk)
-                    more = message.get("more_body", False)
                 body = b"".join(chunks)
                 check_body(body, limits)
             except BodyProblem as problem:
                 response = respond(problem.status, problem.type, problem.message)
+                if problem.status == 413 and more:
+                    await _drain(receive, size, declared, expects_continue)
+                    response.headers["Connection"] = "close"
                 await response.to_asgi_response(app=None, request=None)(scope, receive, send)  # type: ignore[arg-type]
                 return
             replayed = False

@@ -8,7 +8,8 @@ The request structs carry only the constraints that never change; the service's 
 configured (profile, environment), so :func:`apply_limits` writes the configured values into the
 generated schema (``maxItems``, ``maximum``, descriptions) once, when the app is built.
 
-Each request body gets named examples (:func:`apply_request_examples`, from
+Each request body and success answer gets named examples (:func:`apply_request_examples`,
+:func:`apply_response_examples`, from
 :mod:`simhub.serving.examples`): Litestar's ``Body(examples=...)`` writes only the values, as a JSON
 Schema ``examples`` list, which Swagger UI offers no choice between; named OpenAPI examples are
 listed by summary and fill "Try it out".
@@ -152,6 +153,26 @@ def apply_request_examples(openapi: OpenAPI, requests: Mapping[str, Sequence[Exa
     missing = set(requests) - found
     if missing:
         raise ValueError(f"request examples for operations without a JSON body: {', '.join(sorted(missing))}")
+
+
+def apply_response_examples(openapi: OpenAPI, responses: Mapping[str, Sequence[Example]]) -> None:
+    """Give the JSON success answer of each operation in ``responses`` (by operation id) its named
+    examples: real answers, where the docs page would otherwise make one up from the schema
+    (``additionalProp1`` for every map)."""
+    found = set()
+    for item in (openapi.paths or {}).values():
+        for method in ("get", "put", "post", "delete", "patch"):
+            operation = getattr(item, method, None)
+            if operation is None or operation.operation_id not in responses:
+                continue
+            for status, response in (operation.responses or {}).items():
+                if str(status).startswith("2") and isinstance(response, OpenAPIResponse) and response.content:
+                    response.content["application/json"].examples = {
+                        _slug(e.summary or f"example {i}"): e for i, e in enumerate(responses[operation.operation_id], 1)}
+                    found.add(operation.operation_id)
+    missing = set(responses) - found
+    if missing:
+        raise ValueError(f"response examples for operations without a JSON success answer: {', '.join(sorted(missing))}")
 
 
 def limits_description(limits: Limits) -> str:

@@ -59,11 +59,13 @@ class Overloaded(SimhubError):
 
 class NotReady(SimhubError):
     """What the request needs (``field``: a simulator or metrics) is still being built or loaded
-    (503 with ``Retry-After``), or failed to load (503 without: retrying will not help)."""
+    (503 with ``Retry-After``), failed to load, or is unavailable here (``unavailable``: an endpoint
+    whose API key is not set on the server; 503 without ``Retry-After`` either way: retrying will not
+    help)."""
 
-    def __init__(self, message: str, field: str | None = None, *, failed: bool = False):
+    def __init__(self, message: str, field: str | None = None, *, failed: bool = False, unavailable: bool = False):
         super().__init__(message)
-        self.field, self.failed = field, failed
+        self.field, self.failed, self.unavailable = field, failed or unavailable, unavailable
 
 
 #: The simulator the docs' examples name: one the demo profile serves (see :mod:`simhub.serving.examples`).
@@ -217,6 +219,10 @@ class ModelInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
     simulator_kind: str | None = None
     persona: str | None = None
     baseline: str | None = None
+    #: False when it cannot run on this server (an endpoint whose API key is not set); its requests
+    #: answer 503 ``unavailable`` with ``unavailable_reason``, which names the variable to set.
+    available: bool
+    unavailable_reason: str | None = None
 
 
 class ModelsResponse(msgspec.Struct, kw_only=True):
@@ -249,7 +255,9 @@ class ComponentStatus(msgspec.Struct, kw_only=True):
 
     kind: Literal["simulator", "metric"]
     id: str
-    status: Literal["waiting", "building", "loading", "ready", "failed"]
+    #: ``unavailable``: it cannot run on this server (``error`` says why and what to set); the service
+    #: is ready without it.
+    status: Literal["waiting", "building", "loading", "ready", "failed", "unavailable"]
     #: The models it still waits for (provisioned names).
     waits_for: list[str] = msgspec.field(default_factory=list)
     error: str | None = None
@@ -440,11 +448,15 @@ class ChatCompletion(msgspec.Struct, kw_only=True):
     usage: ChatUsage
 
 
-class OpenAIModel(msgspec.Struct, kw_only=True):
+class OpenAIModel(msgspec.Struct, kw_only=True, omit_defaults=True):
     id: str
     object: Literal["model"]
     created: int
     owned_by: str
+    #: simhub's extension: false (with the reason, naming the variable to set) for a simulator that
+    #: cannot run on this server; its requests answer 503 ``unavailable``.
+    available: bool
+    unavailable_reason: str | None = None
 
 
 class OpenAIModelList(msgspec.Struct, kw_only=True):

@@ -82,8 +82,7 @@ class ScoringService:
     def model_info(self, scorer: Scorer | None = None) -> list[dict]:
         out = []
         for name, metric in (scorer or self.scorer).instances.items():
-            if metric.config is None:
-                continue  # no model to list (rouge_l)
+            # every metric of the profile, a model-free one (rouge_l) too: a client discovers metrics here
             out.append({"id": name, "kind": "metric", "metrics": list(metric.output_names()), **metric.describe(),
                         "outputs": [output_info(o) for o in metric.outputs]})
         return out
@@ -165,7 +164,7 @@ class Component:
     id: str
     #: The provisioned models it needs that were not built when the service started, in build order.
     needs: list[str] = field(default_factory=list)
-    status: Literal["waiting", "building", "loading", "ready", "failed"] = "waiting"
+    status: Literal["waiting", "building", "loading", "ready", "failed", "unavailable"] = "waiting"
     error: str | None = None
 
 
@@ -192,6 +191,11 @@ class Services:
             self.components[(c.kind, c.id)] = c
             if c.kind == "metric" and type(self.scoring.scorer.instances[c.id]).config_key is None:
                 c.status = "ready"  # a metric without a model (rouge_l) is served from the first request
+            # An endpoint whose key is not set cannot answer here: listed as unavailable (with the variable
+            # to set), never loaded, and its requests answer 503 with the reason (the key is read at start).
+            shown = self.simulation.display[c.id] if c.kind == "simulator" else self.display_scorer.instances[c.id]
+            if (why := shown.unavailable()) is not None:
+                c.status, c.error = "unavailable", why
         #: Build progress: step k of n over the models to build, ``what`` the one being built (a
         #: provisioned name such as ``demo:acts``), ``done``/``total`` its training steps.
         self.step: dict[str, Any] = self._first_step()
@@ -242,7 +246,8 @@ class Services:
 
     @property
     def ready(self) -> bool:
-        return self.loaded and self.load_error is None and all(c.status == "ready" for c in self.components.values())
+        return self.loaded and self.load_error is None and all(c.status in ("ready", "unavailable")
+                                                                for c in self.components.values())
 
     @property
     def status(self) -> str:
@@ -251,7 +256,12 @@ class Services:
     @property
     def loading(self) -> list[str]:
         """Ids of the simulators and metric models not ready yet."""
-        return [c.id for c in self.components.values() if c.status != "ready"]
+        return [c.id for c in self.components.values() if c.status not in ("ready", "unavailable")]
+
+    def unavailable(self, kind: str, cid: str) -> str | None:
+        """Why component ``cid`` cannot run on this server, or None."""
+        c = self.components.get((kind, cid))
+        return c.error if c is not None and c.status == "unavailable" else None
 
     def eta_s(self) -> float | None:
         """Seconds the current build should still take, from its training steps so far (None: unknown)."""
@@ -281,6 +291,10 @@ class Services:
                    if (kind, i) in self.components and self.components[(kind, i)].status != "ready"]
         if not waiting:
             return
+        absent = [c for c in waiting if c.status == "unavailable"]
+        if absent:
+            raise NotReady(f"{field}: " + "; ".join(f"{c.id} is unavailable on this server ({c.error})" for c in absent),
+                           field, unavailable=True)
         failed = [c for c in waiting if c.status == "failed" or (self.loaded and c.status != "ready")]
         if failed:
             raise NotReady(f"{field}: {', '.join(c.id for c in failed)} failed to load; see /ready", field, failed=True)
@@ -372,7 +386,7 @@ class Services:
             self._workers = start_parallel_builds([b for b in self._builds() if not is_built(b)])
             options = load_options(self.profile, asynchronous=True, backend=self.settings.simulator_backend)
             for c in self.components.values():
-                if c.status == "ready":
+                if c.status in ("ready", "unavailable"):
                     continue
                 if self._closing.is_set():
                     raise RuntimeError("the service is shutting down")

@@ -103,6 +103,12 @@ class Simulator(ABC):
         """Load models or open clients now (the service does this before it is ready)."""
         return None
 
+    def unavailable(self) -> str | None:
+        """Why it cannot answer in this environment (an endpoint whose API key is not set, naming
+        the variable to set), or None. The service lists such a simulator as unavailable and answers
+        its requests 503 with the reason."""
+        return None
+
     @abstractmethod
     def messages(self, target: Target) -> list[dict[str, str]]:
         """The chat messages the simulator's model receives for ``target``."""

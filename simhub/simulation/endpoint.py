@@ -173,6 +173,12 @@ class EndpointSimulator(LMSimulator):
             out["description"] = self.config.description
         return out
 
+    def unavailable(self) -> str | None:
+        from simhub.models.endpoints import missing_key
+
+        return missing_key(self.config.endpoint.base_url, self.config.endpoint.api_key_env, kind=self._key_kind,
+                           field=self._field)
+
     def config_record(self) -> dict[str, Any]:
         return {**self.describe(), "temperature": self.config.temperature, "max_tokens": self.config.max_tokens,
                 "reasoning_effort": self.config.reasoning_effort, "persona": self.config.persona}

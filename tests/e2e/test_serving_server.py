@@ -196,6 +196,37 @@ def test_bad_input_keeps_server_alive(server):
         assert c.post("/score", json={"items": rouge_items(), "metrics": ["rouge_l"]}).status_code == 200
 
 
+def test_an_oversized_body_reaches_ordinary_clients_as_a_413(server):
+    """urllib and requests send the whole body before they read an answer: the server reads (and throws
+    away) an oversized body before it answers, so they get the 413 and its message, not a reset
+    connection; with ``Expect: 100-continue`` (curl's way) nothing is read and the 413 comes at once."""
+    import json as _json
+    import socket
+    import urllib.error
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    import requests
+
+    url, _ = server
+    body = _json.dumps({"model": "tiny-student", "dialogues": [{**HISTORY, "profile": "x" * 8_000_000}]}).encode()
+    request = urllib.request.Request(f"{url}/simulate", data=body, method="POST",
+                                     headers={**auth(), "Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=60)
+    assert refused.value.code == 413
+    assert "larger than the limit" in _json.loads(refused.value.read())["error"]["message"]
+    r = requests.post(f"{url}/simulate", data=body, headers={**auth(), "Content-Type": "application/json"}, timeout=60)
+    assert r.status_code == 413 and r.json()["error"]["type"] == "body_too_large"
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=30) as sock:  # waits for 100 Continue
+        sock.sendall(f"POST /simulate HTTP/1.1\r\nHost: {parts.hostname}\r\nContent-Type: application/json\r\n"
+                     f"Authorization: Bearer {API_KEY}\r\nContent-Length: {len(body)}\r\n"
+                     "Expect: 100-continue\r\n\r\n".encode())
+        assert sock.recv(4096).startswith(b"HTTP/1.1 413")
+    assert requests.get(f"{url}/health", timeout=10).json() == {"status": "ok"}
+
+
 @pytest.mark.slow
 def test_bounded_load(server):
     """300 mixed requests, 16 at a time: every one answered, none with a 5xx."""

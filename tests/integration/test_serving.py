@@ -94,10 +94,16 @@ def test_health_ready_models_docs(client):
     assert sims["tiny-student-lora"]["adapter"] == "random-lora:tiny-student-lora"
     assert sims["baseline:reasoning"]["base_model"] == "gpt-5-mini" and sims["baseline:oracle"]["baseline"] == "oracle"
     assert "/tmp" not in json.dumps(models) and "simhub-test-home" not in json.dumps(models)  # no server paths
-    assert {m["id"] for m in models["metrics"]} == {"acts", "judge", "knowledge", "cosine", "tutor_response"}
-    assert all("base_model" in m for m in models["metrics"])
+    # every metric of the profile, rouge_l (no model) too
+    assert {m["id"] for m in models["metrics"]} == {"acts", "judge", "knowledge", "cosine", "tutor_response", "rouge_l"}
+    assert all("base_model" in m for m in models["metrics"] if m["id"] != "rouge_l")
+    assert all(m["available"] for m in models["metrics"])
+    # the paper's baselines are OpenAI models and no key is set here: unavailable, naming the variables
+    assert sims["baseline:zero-shot"]["available"] is False and sims["tiny-student"]["available"] is True
+    assert sims["baseline:zero-shot"]["unavailable_reason"] == (
+        "no API key for api.openai.com: set SIMHUB_BASELINE_API_KEY or OPENAI_API_KEY")
     outputs = {o["name"]: o for m in models["metrics"] for o in m["outputs"]}  # each output's declared metadata
-    assert set(outputs) == {"acts", "correctness", "errors", "knowledge", "cosine", "tutor_response"}
+    assert set(outputs) == {"acts", "correctness", "errors", "knowledge", "cosine", "tutor_response", "rouge_l"}
     assert outputs["cosine"] | {"description": ""} == {
         "name": "cosine", "label": "Cosine", "description": "", "null_rule": "never", "low": -1.0, "high": 1.0,
         "higher_is_better": True, "binary": False, "summary": {}}
@@ -336,7 +342,7 @@ def test_a_request_for_a_model_still_loading_gets_503_at_once(monkeypatch):
         err = assert_error(r, 503, field="metrics", words="cosine is not ready")
         assert err["type"] == "not_ready" and r.headers["retry-after"] == "1"
         assert c.post("/score", json={"items": rouge_items(), "metrics": ["rouge_l"]}).status_code == 200  # needs no model
-        deadline = time.time() + 30  # the endpoint baselines load first (no build), then cosine starts loading
+        deadline = time.time() + 30
         while services.components[("metric", "cosine")].status != "loading" and time.time() < deadline:
             time.sleep(0.05)
         ready = c.get("/ready")
@@ -346,8 +352,8 @@ def test_a_request_for_a_model_still_loading_gets_503_at_once(monkeypatch):
         assert body["step"] == {"k": 0, "n": 0, "what": None, "done": None, "total": None, "eta_s": None}
         status = {x["id"]: x["status"] for x in body["components"] if x["kind"] == "metric"}
         assert status == {"rouge_l": "ready", "cosine": "loading"}
-        # The endpoint baselines need no build: they were loaded first, before the metric models.
-        assert all(x["status"] == "ready" for x in body["components"] if x["kind"] == "simulator")
+        # The endpoint baselines need no build, and no key is set here: listed as unavailable from the start.
+        assert {x["status"] for x in body["components"] if x["kind"] == "simulator"} == {"unavailable"}
         assert metric_total(c.get("/metrics").text, "simhub_ready") == 0.0
         release.set()
         deadline = time.time() + 30

@@ -11,6 +11,7 @@ asks for what the demo has, and this test needs no trained adapter.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import threading
 import time
@@ -118,6 +119,37 @@ def test_request_examples_get_their_documented_status(client, document, path):
                                                                for m in value["metrics"])
         else:
             assert body["object"] == "chat.completion" and body["choices"][0]["message"]["role"] == "assistant"
+
+
+def test_success_examples_are_real_answers(client, document):
+    """Each operation's 200 carries a named example (not one the docs page would make up from the
+    schema, with ``additionalProp1`` for every map), with the documented shape and the keys the app
+    really answers; the score example is the app's own numbers for the score request example."""
+    import jsonschema  # the dev extra
+
+    for path, operation_id in POSTS.items():
+        media = document["paths"][path]["post"]["responses"]["200"]["content"]["application/json"]
+        (example,) = media["examples"].values()
+        value = example["value"]
+        assert "additionalProp" not in json.dumps(value)
+        jsonschema.validate(value, response_schema(document, path, 200))
+        real = client.post(path, json=_example(operation_id)).json()
+        assert _keys(value) == _keys(real), path
+    scored = client.post("/score", json=_example("score")).json()
+    documented = examples.RESPONSES["score"][0].value
+    assert scored["metrics"] == documented["metrics"]
+    for m in documented["metrics"]:
+        assert scored["items"][0]["scores"][m] == pytest.approx(documented["items"][0]["scores"][m], abs=1e-6), m
+
+
+def _keys(value: Any, prefix: str = "") -> set[str]:
+    """Every key path of a JSON value (list items merged; values of ``scores`` and ``summary`` maps by name)."""
+    if isinstance(value, dict):  # a null is left out (the document does not keep it)
+        return {k for key, v in value.items() if v is not None
+                for k in {f"{prefix}.{key}", *_keys(v, f"{prefix}.{key}")}}
+    if isinstance(value, list):
+        return {k for v in value for k in _keys(v, f"{prefix}[]")}
+    return set()
 
 
 # --------------------------------------------------------------------------------------------- errors
@@ -266,7 +298,7 @@ PROVOKE: dict[tuple[str, int, str], Callable[[TestClient], Any]] = {
     ("simulate", 400, "cap_exceeded"): _sampling(n=9),
     ("simulate", 404, "unknown_model"): _changed("simulate", model="my-student"),
     ("simulate", 422, "validation_error"): _sampling(temperature="hot"),
-    ("simulate", 500, "server_config_error"): _keyless_baseline("simulate"),
+    ("simulate", 503, "unavailable"): _keyless_baseline("simulate"),
     ("simulate", 503, "overloaded"): _queue_full("simulate"),
     ("simulate", 503, "not_ready"): _loading("simulate", fail=False),
     ("simulate", 503, "load_failed"): _loading("simulate", fail=True),
@@ -279,7 +311,7 @@ PROVOKE: dict[tuple[str, int, str], Callable[[TestClient], Any]] = {
         "createChatCompletion", tools=[{"type": "function", "function": {"name": "calculator"}}]),
     ("createChatCompletion", 404, "unknown_model"): _changed("createChatCompletion", model="gpt-4o"),
     ("createChatCompletion", 422, "validation_error"): _changed("createChatCompletion", temperature=3),
-    ("createChatCompletion", 500, "server_config_error"): _keyless_baseline("createChatCompletion"),
+    ("createChatCompletion", 503, "unavailable"): _keyless_baseline("createChatCompletion"),
     ("createChatCompletion", 502, "upstream_error"): _dead_endpoint,
     ("createChatCompletion", 503, "overloaded"): _queue_full("createChatCompletion"),
     ("createChatCompletion", 503, "not_ready"): _loading("createChatCompletion", fail=False),
@@ -319,7 +351,7 @@ def test_error_examples_are_what_the_app_answers(client, document, key):
                   if st == status and value["error"]["type"] == type_]
     summary, value = example
     msgspec.convert(value, s.ErrorResponse)
-    jsonschema = pytest.importorskip("jsonschema")  # (schemathesis's, in the dev extra)
+    import jsonschema  # the dev extra
     documented = response_schema(document, PATHS[operation_id], status)
     jsonschema.validate(value, documented)
     r = PROVOKE[key](client)
@@ -334,12 +366,12 @@ def test_error_examples_are_what_the_app_answers(client, document, key):
 
 
 def test_server_side_statuses_are_documented_where_the_app_answers_them(client, document):
-    """500 (server configuration) on the two simulation routes, 502 (a simulator endpoint's failure)
-    where a failure is the whole answer: the chat completion. /simulate answers the failure as the
-    dialogue's own error in a 200, and /score, whose judge failures are nulls with their cause, has
-    neither."""
+    """502 (a simulator endpoint's failure) where a failure is the whole answer: the chat completion.
+    /simulate answers the failure as the dialogue's own error in a 200, and /score, whose judge
+    failures are nulls with their cause, has neither. No route documents a 500: a simulator the server
+    cannot call (its key is not set) is a 503 ``unavailable``."""
     declared = {path: {int(c) for c in document["paths"][path]["post"]["responses"]} for path in POSTS}
-    assert 500 in declared["/simulate"] and 500 in declared["/v1/chat/completions"]
+    assert not any(500 in codes for codes in declared.values())
     assert 502 in declared["/v1/chat/completions"] and 502 not in declared["/simulate"]
     assert not {500, 502} & declared["/score"]
     r = _dead_endpoint_simulate(client)

@@ -105,7 +105,10 @@ def test_help_texts_say_what_the_options_do():
     assert "95% CIs." in parsers["simhub eval"].description
 
 
-def test_a_server_configuration_problem_is_not_the_clients_fault(tmp_path, monkeypatch):
+def test_a_simulator_without_its_key_is_listed_unavailable_and_answers_503(tmp_path, monkeypatch):
+    """An endpoint whose API key is not set on the server cannot answer: /ready (200: the service
+    is ready for what it offers), /models and /v1/models list it as unavailable with the variable to
+    set, and a request for it is a 503 ``unavailable`` with the same reason, never a 500."""
     pytest.importorskip("litestar")
     from litestar.testing import TestClient
 
@@ -124,13 +127,32 @@ def test_a_server_configuration_problem_is_not_the_clients_fault(tmp_path, monke
     profile = load_profile(profile_file)
     history = {"id": "1-1", "question": {"text": "What is 1/2 + 1/4?"},
                "turns": [{"role": "tutor", "content": "What do you get?"}]}
+    reason = "no API key for api.example.invalid: set SIMHUB_TEST_UNSET_KEY"
     with TestClient(create_app(ServiceSettings.load(profile), profile)) as client:
-        for _ in range(200):  # the simulator loads in the background: a request before that is 503 not_ready
+        for _ in range(200):
             if client.get("/ready").json()["status"] != "loading":
                 break
             time.sleep(0.05)
+        ready = client.get("/ready")
+        models, openai_models = client.get("/models").json(), client.get("/v1/models").json()
         r = client.post("/simulate", json={"model": "hosted", "dialogues": [history]})
-    assert r.status_code == 500, r.text
-    error = r.json()["error"]
-    assert error["type"] == "server_config_error"
-    assert "https://api.example.invalid/v1" in error["message"] and "SIMHUB_TEST_UNSET_KEY" in error["message"]
+        chat = client.post("/v1/chat/completions", json={"model": "hosted", "messages": [
+            {"role": "system", "content": "What is 1/2 + 1/4?"}, {"role": "user", "content": "What do you get?"}]})
+    assert ready.status_code == 200, ready.text
+    (component,) = [c for c in ready.json()["components"] if c["id"] == "hosted"]
+    assert (component["status"], component["error"]) == ("unavailable", reason)
+    (listed,) = [m for m in models["simulators"] if m["id"] == "hosted"]
+    assert (listed["available"], listed["unavailable_reason"]) == (False, reason)
+    assert [m for m in openai_models["data"] if m["id"] == "hosted"] == [
+        {"id": "hosted", "object": "model", "created": 0, "owned_by": "simhub", "available": False,
+         "unavailable_reason": reason}]
+    rouge = [m for m in models["metrics"] if m["id"] == "rouge_l"]
+    assert rouge and rouge[0]["available"] is True and rouge[0]["metrics"] == ["rouge_l"]  # listed, model or not
+    for response in (r, chat):
+        assert response.status_code == 503, response.text
+        assert "Retry-After" not in response.headers  # retrying will not help
+        error = response.json()["error"]
+        assert error["type"] == "unavailable" and error["field"] == "model"
+        assert error["message"] == f"model: hosted is unavailable on this server ({reason})"
+
+

@@ -1,6 +1,6 @@
 """The suite's own set-up under pytest-xdist (``tests/conftest.py``): two workers share the
 controller's SIMHUB_HOME and Hugging Face cache (what one builds, the other reuses), and their
-OpenMP threads sleep while they wait; the session removes the temporary folders it made at its end
+OpenMP threads sleep while they wait and their thread count is fixed; the session removes the temporary folders it made at its end
 (SIMHUB_TEST_KEEP_HOME=1 keeps them), and a test skipped for a missing Python package fails it."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[2]
-KEYS = ("SIMHUB_HOME", "HF_HOME", "OMP_WAIT_POLICY", "PYTEST_XDIST_WORKER")
+KEYS = ("SIMHUB_HOME", "HF_HOME", "OMP_WAIT_POLICY", "PYTEST_XDIST_WORKER", "SIMHUB_THREADS")
 
 
 def test_two_workers_share_one_home_and_one_cache(tmp_path):
@@ -31,9 +31,11 @@ def test_two_workers_share_one_home_and_one_cache(tmp_path):
         files.append(str(path))
     run = _session(files, tmp_path, "-n", "2")
     assert run.returncode == 0, run.stdout + run.stderr
-    (home_a, hf_a, omp_a, worker_a, *made_a), (home_b, hf_b, omp_b, worker_b, *made_b) = (
+    (home_a, hf_a, omp_a, worker_a, threads_a, *made_a), (home_b, hf_b, omp_b, worker_b, threads_b, *made_b) = (
         json.loads((seen / n).read_text()) for n in "ab")
     assert {worker_a, worker_b} == {"gw0", "gw1"}
+    # torch's threads fixed for the session, the cores shared out between the two workers (not the load)
+    assert threads_a == threads_b == str(max(1, len(os.sched_getaffinity(0)) // 2))
     assert made_a == made_b == [True, True]  # both folders existed while the tests ran
     assert home_a == home_b and home_a != os.environ["SIMHUB_HOME"]
     assert hf_a == hf_b and hf_a != os.environ["HF_HOME"]

@@ -74,4 +74,6 @@ def test_models_endpoint_reports_it():
     profile = Profile(name="mini")  # no models: the cheapest app
     with TestClient(create_app(ServiceSettings.load(profile), profile)) as client:
         body = client.get("/models").json()
+        document = client.get("/schema/openapi.json").json()
     assert body["simhub_version"] == PYPROJECT
+    assert document["info"]["version"] == PYPROJECT  # the API's version badge is the package's
