@@ -132,6 +132,10 @@ def iter_jsonl(path: str | os.PathLike[str], type: type = Dialogue) -> Iterator:
     checked as the run files' readers check it (a DataError for one this simhub does not read) and
     dropped: the record is a plain :class:`Dialogue`."""
     path = Path(path)
+    if path.is_dir():
+        inside = sorted(p.name for p in path.glob("*.jsonl"))[:5]
+        raise SchemaError(f"{path}: is a folder, not a JSONL file"
+                          + (f" (it holds {', '.join(inside)}: give one of them)" if inside else ""))
     if not path.is_file():
         raise SchemaError(f"{path}: no such file")
     decoder = msgspec.json.Decoder(type=type)

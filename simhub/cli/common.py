@@ -97,6 +97,29 @@ def check_output(path: str | None, *, folder: bool, make_folders: bool = True, f
         raise ConfigError(f"{field}: cannot write {target}: {existing} is not writable", field=field)
 
 
+def data_file(path: str, *, flag: str = "--data", split: str = "test") -> str:
+    """The dialogue file ``path`` names: the file itself, or, for a folder of ``train``/``val``/
+    ``test.jsonl`` (what ``simhub data convert-eedi`` writes, and what ``annotate`` reads), its
+    ``split`` file, with a note on stderr saying so. A folder without that file is an error naming
+    what it holds."""
+    import sys
+    from pathlib import Path
+
+    from simhub.errors import DataError
+
+    folder = Path(path)
+    if not folder.is_dir():
+        return path
+    chosen = folder / f"{split}.jsonl"
+    if not chosen.is_file():
+        inside = sorted(p.name for p in folder.glob("*.jsonl"))
+        raise DataError(f"{flag} {path}: a folder without {split}.jsonl"
+                        + (f" (it holds {', '.join(inside[:5])}: give one of them)" if inside else " (no .jsonl file in it)"),
+                        file=path, field=flag.lstrip("-"))
+    print(f"{flag} {path} is a folder: using its {split} split, {chosen}", file=sys.stderr)
+    return str(chosen)
+
+
 def read_dialogues(path: str, field: str = "data") -> list:
     """The dialogues of a JSONL file, read and checked now (before any model is built); an empty
     file is an error, since no command has anything to do with it."""

@@ -19,6 +19,7 @@ from simhub.cli.common import (
     causes,
     check_configured,
     check_output,
+    data_file,
     metric_list,
     metric_models,
     read_dialogues,
@@ -86,6 +87,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from simhub.runformat import write_simulations
 
     _check_simulator(args.simulator)
+    args.data = data_file(args.data)
     targets = student_targets(subsample_split(read_dialogues(args.data), args.test_subsample), args.data)
     options = _options(args)
     check_output(args.output, folder=False)
@@ -111,6 +113,7 @@ def _eval(args: argparse.Namespace) -> int:
 
     # Every input is read and checked before a model is built: a demo profile's first build trains for minutes.
     _check_simulator(args.simulator)
+    args.data = data_file(args.data)
     metrics = metric_list(args.metrics)
     options = _options(args, metrics)
     raw = load_profile(args.profile)
@@ -178,7 +181,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--simulator", required=True,
                    help="a simulator of the profile, baseline:STYLE, reference:..., or knowsim[:LEVEL] (the "
                         "knowledge-state learner; LEVEL novice, intermediate or advanced)")
-    p.add_argument("--data", required=True, help="dialogues (JSONL, the canonical format), e.g. test.jsonl")
+    p.add_argument("--data", required=True, help="dialogues (JSONL, the canonical format), e.g. test.jsonl; a folder "
+                                                 "of train/val/test.jsonl gives its test split")
     p.add_argument("--backend", default="profile", choices=["profile", "auto", *BUILTIN_BACKENDS],
                    help="backend of a local simulator: the profile's (default), auto (vLLM's offline engine when a "
                         "GPU and vLLM are there), transformers or vllm")
@@ -251,6 +255,7 @@ def _rollout(args: argparse.Namespace) -> int:
     raw = load_profile(args.profile)
     if args.tutor not in tutor_names(raw):
         raise UnknownNameError("tutor", args.tutor, tutor_names(raw), field="tutor")
+    args.data = data_file(args.data)
     dialogues = read_dialogues(args.data)
     if args.limit:
         dialogues = dialogues[: args.limit]

@@ -327,8 +327,11 @@ class TransformersLM(LanguageModel):
                 for seq, logprobs in seqs:
                     stopped = bool(seq) and seq[-1] in stop
                     text, hit = cut_at_stop(self.tokenizer.decode(seq, skip_special_tokens=True), sampling.stop)
+                    # The end-of-turn token that stopped it is not in the text: neither counted nor listed.
+                    kept = len(seq) - stopped
                     gens.append(Generation(text=text, finish_reason="stop" if (stopped or hit) else "length",
-                                           tokens=len(seq), stop_string=hit, logprobs=logprobs))
+                                           tokens=kept, stop_string=hit,
+                                           logprobs=logprobs[:kept] if logprobs is not None else None))
                 results.append(GenerationResult(gens, prompt_tokens=len(prompt)))
             bar.update(len(chunk))
         bar.close()

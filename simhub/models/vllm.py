@@ -305,10 +305,13 @@ class VLLMLM(LanguageModel):
 
     def _generation(self, c) -> Generation:
         stop = c.stop_reason if isinstance(c.stop_reason, str) else None
+        # A stop on the end-of-turn token (stop_reason None, or a stop token id): that last token is not
+        # in the text, so it is neither counted nor listed (as the transformers backend does).
+        kept = len(c.token_ids) - (c.finish_reason == "stop" and stop is None and len(c.token_ids) > 0)
         logprobs = None
         if c.logprobs is not None:
             logprobs = []
-            for token_id, entries in zip(c.token_ids, c.logprobs, strict=False):
+            for token_id, entries in zip(list(c.token_ids)[:kept], c.logprobs, strict=False):
                 chosen = entries.get(token_id)
                 # The dict holds the chosen token and the top-k alternatives.
                 top = sorted(((e.decoded_token or "", e.logprob) for e in entries.values()), key=lambda x: -x[1])
@@ -316,7 +319,7 @@ class VLLMLM(LanguageModel):
                                              logprob=float(chosen.logprob) if chosen else float("nan"),
                                              top=[(t, float(v)) for t, v in top]))
         return Generation(text=c.text, finish_reason="stop" if c.finish_reason == "stop" else "length",
-                          tokens=len(c.token_ids), stop_string=stop, logprobs=logprobs)
+                          tokens=kept, stop_string=stop, logprobs=logprobs)
 
     def _result(self, outputs: list, sampling: Sampling, prompt_len: int) -> GenerationResult:
         gens = [self._generation(c) for out in outputs for c in sorted(out.outputs, key=lambda c: c.index)]

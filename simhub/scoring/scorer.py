@@ -167,11 +167,12 @@ class Scorer:
             if reasons is not None and not reasons:
                 del r.details["null_reasons"]
         summary = {}
+        unscored = sum(1 for r in results if r.error is not None)  # items not scored at all (a tutor turn, ...)
         for m in names:
             metric = self.instances[self.owner(m)]
             values = [r.scores.get(m) for r in results]
             summary[m] = {**metric.summary(values), "nulls": sum(1 for n in prepared if results[n].scores.get(m) is None),
-                          **extras.get(m, {})}
+                          **({"unscored": unscored} if unscored else {}), **extras.get(m, {})}
         return ScoreResult(items=results, summary=summary)
 
     def _run(self, name: str, metric: Metric, wanted: list[str], prepared: dict[int, ScoreItem],
@@ -258,19 +259,20 @@ class _NoBar:
         return None
 
 
-#: The columns of :func:`format_summary`; every other key of a metric's summary is one of its extras.
-_SUMMARY_COLUMNS = ("mean", "std", "count", "nulls")
+#: The columns of :func:`format_summary`; every other key of a metric's summary is one of its extras
+#: (``unscored``, the items not scored at all, is printed after the columns when there are any).
+_SUMMARY_COLUMNS = ("mean", "std", "count", "nulls", "unscored")
 
 
 def format_summary(summary: dict[str, dict]) -> str:
     """The summary as a table: metric, mean, std, count, nulls, then each numeric extra the metric's
     summary holds (``qwk`` for knowledge, a plug-in's own statistics) as ``key=value``.
 
-    >>> print(format_summary({"rouge_l": {"mean": 0.5, "std": 0.25, "count": 4, "nulls": 1},
+    >>> print(format_summary({"rouge_l": {"mean": 0.5, "std": 0.25, "count": 4, "nulls": 1, "unscored": 1},
     ...                       "knowledge": {"mean": 0.9, "std": 0.0, "count": 2, "nulls": 0, "qwk": 0.75,
     ...                                     "cutoff_source": "paper"}}))
     metric              mean     std  count  nulls
-    rouge_l           0.5000  0.2500      4      1
+    rouge_l           0.5000  0.2500      4      1  unscored=1 (items with an error: see each)
     knowledge         0.9000  0.0000      2      0  qwk=0.7500
     """
     lines = [f"{'metric':<16}{'mean':>8}{'std':>8}{'count':>7}{'nulls':>7}"]
@@ -278,6 +280,8 @@ def format_summary(summary: dict[str, dict]) -> str:
         mean = "-" if s.get("mean") is None else f"{s['mean']:.4f}"
         std = "-" if s.get("std") is None else f"{s['std']:.4f}"
         line = f"{name:<16}{mean:>8}{std:>8}{s.get('count', 0):>7}{s.get('nulls', 0):>7}"
+        if s.get("unscored"):
+            line += f"  unscored={s['unscored']} (items with an error: see each)"
         for key, value in s.items():
             if key not in _SUMMARY_COLUMNS and isinstance(value, int | float) and not isinstance(value, bool):
                 line += f"  {key}={value:.4f}"

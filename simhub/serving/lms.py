@@ -38,7 +38,7 @@ from litestar.params import Body, Parameter
 from msgspec import Meta
 
 from simhub.errors import did_you_mean
-from simhub.learners.kt.lms import TOOLS, ToolError
+from simhub.learners.kt.lms import STATIC_QUERIES, TOOLS, ToolError
 from simhub.serving.examples import STATUS_DESCRIPTIONS, ErrorExample
 from simhub.serving.schemas import ErrorResponse, RequestError
 
@@ -245,10 +245,12 @@ class HTTPRun:
         return self.next_day >= len(self.run.plan.session_days) and self.today is None
 
     def call(self, name: str, args: dict[str, Any] | None = None) -> Any:
-        if self.today is None:
+        """A tool call; the static queries (the profile, the schedule, the unit's content) answer
+        before the first day and between days too, every other call needs an open day (else 409)."""
+        if self.today is None and name not in STATIC_QUERIES:
             raise RunConflict(_no_day(self.handle), field="day")
         try:
-            return self.run.call(name, args)
+            return self.run.query(name, args) if self.today is None else self.run.call(name, args)
         except ToolError as exc:  # logged by the run, which goes on
             raise RequestError(str(exc), field=exc.field) from None
 
@@ -397,6 +399,8 @@ def _responses(errors: list[ErrorExample]) -> dict[int, ResponseSpec]:
 
 #: What the queries and the actions answer besides their result.
 _CALL_ERRORS = _responses([_BAD_ARGUMENT, _UNKNOWN_RUN, _NO_DAY, _FINISHED])
+#: The static queries answer outside a session day too (simhub.learners.kt.lms.STATIC_QUERIES).
+_STATIC_ERRORS = _responses([_BAD_ARGUMENT, _UNKNOWN_RUN, _FINISHED])
 
 #: The tool of each action route, by operation id (its request body is the tool's parameters).
 _ACTION_TOOLS = {"lmsAssignItems": "assign_items", "lmsAdjustLevel": "adjust_level",
@@ -489,7 +493,7 @@ class LMSController(Controller):
         return Response(lms.trace_bytes(run), media_type="application/json")
 
     # queries
-    @get("/{run:str}/profile", operation_id="lmsGetProfile", responses=_CALL_ERRORS,
+    @get("/{run:str}/profile", operation_id="lmsGetProfile", responses=_STATIC_ERRORS,
          summary=_TOOL_DOCS["get_profile"]["description"])
     async def profile(self, run: Run, lms: LMSRuns) -> dict[str, Any]:
         return lms.get(run).call("get_profile")
@@ -504,12 +508,12 @@ class LMSController(Controller):
     async def activity(self, run: Run, lms: LMSRuns, limit: int | None = None) -> list[dict[str, Any]]:
         return lms.get(run).call("get_activity", {"limit": limit} if limit is not None else {})
 
-    @get("/{run:str}/schedule", operation_id="lmsGetSchedule", responses=_CALL_ERRORS,
+    @get("/{run:str}/schedule", operation_id="lmsGetSchedule", responses=_STATIC_ERRORS,
          summary=_TOOL_DOCS["get_schedule"]["description"])
     async def schedule(self, run: Run, lms: LMSRuns) -> dict[str, Any]:
         return lms.get(run).call("get_schedule")
 
-    @get("/{run:str}/unit_content", operation_id="lmsGetUnitContent", responses=_CALL_ERRORS,
+    @get("/{run:str}/unit_content", operation_id="lmsGetUnitContent", responses=_STATIC_ERRORS,
          summary=_TOOL_DOCS["get_unit_content"]["description"])
     async def unit_content(self, run: Run, lms: LMSRuns, kc: str | None = None) -> list[dict[str, Any]]:
         return lms.get(run).call("get_unit_content", {"kc": kc} if kc is not None else {})

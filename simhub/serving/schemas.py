@@ -151,6 +151,9 @@ class MetricSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     count: int
     #: Scorable items whose value is null (the metric does not apply, or its model failed).
     nulls: int = 0
+    #: Items not scored at all (a tutor turn, an index out of range, a candidate over its limit): each
+    #: has its own ``error``; ``count`` leaves them out.
+    unscored: int = 0
     #: knowledge: quadratic-weighted kappa of the pooled quantiles, and the cutoffs used.
     qwk: float | None = None
     cutoffs: list[float] | None = None

@@ -68,14 +68,15 @@ class ScoringService:
             mine = result.items[start : start + len(job.items)]
             start += len(job.items)
             summary = {}
+            unscored = sum(1 for r in mine if r.error is not None)  # this request's items not scored at all
             for m in metrics:
                 values = [r.scores.get(m) for r in mine]
                 own = self.scorer.instances[self.scorer.owner(m)].summary(values)
-                extras = {k: v for k, v in result.summary[m].items() if k not in own and k != "nulls"}
+                extras = {k: v for k, v in result.summary[m].items() if k not in own and k not in ("nulls", "unscored")}
                 if len(jobs) > 1:
                     extras.pop("qwk", None)
                 summary[m] = {**own, "nulls": sum(1 for r in mine if r.error is None and r.scores.get(m) is None),
-                              **extras}
+                              **({"unscored": unscored} if unscored else {}), **extras}
             out.append((mine, summary))
         return out
 

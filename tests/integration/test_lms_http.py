@@ -141,8 +141,13 @@ def test_bad_calls_are_4xx_naming_the_field_and_the_run_goes_on(client, home):
     error(client.delete("/lms/0123456789ab"), 404, "run")
     run = create(client)["run"]
     error(client.post(f"/lms/{run}/assign_items", json={"item_ids": ["zz"]}), 409, "day", "advance")
-    error(client.get(f"/lms/{run}/profile"), 409, "day")
+    error(client.get(f"/lms/{run}/mastery"), 409, "day")
+    # the static queries answer before the first day (no day is open: day and today are null), unlogged
+    profile, schedule = ok(client.get(f"/lms/{run}/profile")), ok(client.get(f"/lms/{run}/schedule"))
+    assert profile["day"] is None and profile["unit_kcs"] and schedule["today"] is None and schedule["turn"] == 0
+    assert schedule["session_days"] and ok(client.get(f"/lms/{run}/unit_content"))
     ok(client.post(f"/lms/{run}/advance"))
+    assert ok(client.get(f"/lms/{run}/profile"))["day"] == schedule["session_days"][0]
 
     error(client.post(f"/lms/{run}/assign_items", json={"item_ids": ["zz"]}), 400, "item_ids", "unknown item 'zz'")
     item = ok(client.get(f"/lms/{run}/unit_content"))[0]
@@ -331,7 +336,7 @@ def test_openapi_documents_the_lms_with_the_tools_schemas(client):
         (422, "validation_error", "ability"): lambda: client.post("/lms/runs", json={**HELP_SEEKER, "ability": "clever"}),
         (429, "too_many_runs", None): too_many,
         (404, "unknown_run", "run"): lambda: client.post("/lms/0123456789ab/advance"),
-        (409, "conflict", "day"): lambda: client.get(f"/lms/{create(client)['run']}/profile"),
+        (409, "conflict", "day"): lambda: client.get(f"/lms/{create(client)['run']}/mastery"),
         (409, "conflict", "run"): lambda: client.post(f"/lms/{finished_run()}/advance"),
         (400, "invalid_request", "delta"): bad_delta,
     }

@@ -151,13 +151,16 @@ def test_score_reports_item_problems_per_item_as_the_cli_does(tmp_path):
     for item, word in zip(http, words, strict=True):
         if word is not None:
             assert word in item["error"] and item["scores"] == {"rouge_l": None}, item
-    assert r.json()["summary"]["rouge_l"]["count"] == 2
+    # the summary counts the items that were not scored at all, beside the two that were
+    assert r.json()["summary"]["rouge_l"] == {"mean": 0.5, "std": 0.5, "count": 2, "unscored": 6}
     # The command line applies the same limits, with the same messages.
     source, output = tmp_path / "items.jsonl", tmp_path / "scores.jsonl"
     source.write_text("".join(json.dumps(it) + "\n" for it in items))
-    with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+    printed = io.StringIO()
+    with redirect_stdout(printed), redirect_stderr(io.StringIO()):
         assert main(["score", "--input", str(source), "--output", str(output), "--metrics", "rouge_l",
                      "--profile", str(profile)]) == 0
+    assert "unscored=6 (items with an error: see each)" in printed.getvalue()
     cli = [json.loads(line) for line in output.read_text().splitlines()]
     assert [it.get("error") for it in cli] == [it.get("error") for it in http]
     assert [it["scores"] for it in cli] == [it["scores"] for it in http]

@@ -74,6 +74,8 @@ def test_logprobs_from_the_transformers_backend(client):
     choice = out["choices"][0]
     content = choice["logprobs"]["content"]
     assert len(content) == out["usage"]["completion_tokens"] > 0  # one entry per generated token
+    # the tokens are the text's: the end-of-turn token that stopped it is neither listed nor counted
+    assert content[-1]["token"] != "<|eot_id|>"
     for entry in content:
         tops = [t["logprob"] for t in entry["top_logprobs"]]
         assert len(tops) == 3 and tops == sorted(tops, reverse=True) and all(v <= 0 for v in tops)
@@ -110,10 +112,12 @@ def test_transformers_logprobs_equal_teacher_forced_scores(tiny_kit):
             assert [g.text for g in result.generations] == [g.text for g in other.generations]
             assert all(g.logprobs is None for g in other.generations)
             for g, seq in zip(result.generations, seqs, strict=True):
-                assert g.logprobs is not None and len(g.logprobs) == g.tokens == len(seq)
-                scored = lm.continuation_logprobs([(prompt, seq)])[0]
+                # the end-of-turn token that stopped it is not in the text: not counted, not listed
+                kept = seq[:-1] if seq and seq[-1] in lm.stop_ids else seq
+                assert g.logprobs is not None and len(g.logprobs) == g.tokens == len(kept)
+                scored = lm.continuation_logprobs([(prompt, seq)])[0][: len(kept)]
                 assert np.allclose([e.logprob for e in g.logprobs], scored, atol=1e-4)
-                assert [e.token for e in g.logprobs] == [lm.tokenizer.decode([t]) for t in seq]
+                assert [e.token for e in g.logprobs] == [lm.tokenizer.decode([t]) for t in kept]
                 if sampling.logprobs:
                     assert all(len(e.top) == 4 and e.top[0][1] >= e.logprob - 1e-5 for e in g.logprobs)
                     assert all(e.top[0][1] == pytest.approx(e.logprob, abs=1e-5) for e in g.logprobs)  # greedy

@@ -156,3 +156,28 @@ def test_a_simulator_without_its_key_is_listed_unavailable_and_answers_503(tmp_p
         assert error["message"] == f"model: hosted is unavailable on this server ({reason})"
 
 
+
+
+def test_a_data_folder_is_named_as_a_folder_and_eval_reads_its_test_split(tmp_path, sample_corpus, capsys):
+    """`--data DIR`: a folder of train/val/test.jsonl (what `simhub data convert-eedi` writes) gives its
+    test split, with a note; a folder without test.jsonl is named as a folder, never "no such file"."""
+    import json
+
+    from simhub.errors import SchemaError
+    from simhub.schema import read_jsonl
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    write_jsonl(folder / "val.jsonl", sample_corpus["val"][:1])
+    run_dir = tmp_path / "run"
+    base = ["eval", "--simulator", "reference:previous-turn", "--metrics", "rouge_l", "--output", run_dir]
+    code, err = run([*base, "--data", folder], capsys)
+    assert code == 2 and f"--data {folder}: a folder without test.jsonl (it holds val.jsonl: give one of them)" in err
+    assert "no such file" not in err
+    with pytest.raises(SchemaError, match=r"is a folder, not a JSONL file \(it holds val.jsonl: give one of them\)"):
+        read_jsonl(folder)
+    write_jsonl(folder / "test.jsonl", sample_corpus["test"][:2])
+    code, err = run([*base, "--data", folder], capsys)
+    assert code == 0, err
+    assert f"--data {folder} is a folder: using its test split, {folder / 'test.jsonl'}" in err
+    assert json.loads((run_dir / "results.json").read_text())["data"]["path"] == str(folder / "test.jsonl")

@@ -63,6 +63,9 @@ QUERIES = ("get_profile", "get_mastery", "get_activity", "get_schedule", "get_un
 #: no message and no write records).
 ACTION_KINDS = ("send_message", "stay_silent", "assign_items", "adjust_level", "provide_content")
 ACTIONS = (*QUERIES, *ACTION_KINDS)
+#: Queries whose answer needs no open session day: they answer before the first day and between days
+#: (``day``/``today`` null there), unlogged (:meth:`LMSRun.query`).
+STATIC_QUERIES = ("get_profile", "get_schedule", "get_unit_content")
 CONTENT_KINDS = ("example", "note", "media")
 MAX_TEXT = 4000
 MAX_ASSIGN = 10
@@ -373,6 +376,25 @@ class LMSRun:
         day.actions.append(Action(turn=self._turn, name=name, args=args))
         return result
 
+    def query(self, name: str, args: Mapping[str, Any] | None = None) -> Any:
+        """A static query (:data:`STATIC_QUERIES`: the profile, the schedule, the unit's content),
+        answered between session days too, before the first one included. Inside a day it is
+        :meth:`call` (logged); outside one there is no day to log it in, so it is not logged and
+        changes nothing."""
+        if name not in STATIC_QUERIES:
+            raise ToolError(f"action: {name!r} needs an open session day; only {', '.join(STATIC_QUERIES)} "
+                            "answer outside one", field="day")
+        if self._today is not None:
+            return self.call(name, args)
+        args = dict(args or {})
+        self._check_args(name, args)
+        try:
+            return self._handlers()[name](args)
+        except ToolError:
+            raise
+        except SimhubError as exc:
+            raise ToolError(str(exc), field=exc.field) from None
+
     def _handlers(self) -> dict[str, Callable[[dict[str, Any]], Any]]:
         return {"get_profile": self._profile, "get_mastery": self._mastery, "get_activity": self._activity,
                 "get_schedule": self._schedule, "get_unit_content": self._unit_content,
@@ -419,7 +441,8 @@ class LMSRun:
     # queries
     def _profile(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"run": self.plan.run, "grade_band": self.settings.grade_band, "unit_kcs": list(self.unit),
-                "day": self._need_day().day, "days": self.plan.days, "schedule": self.plan.scenario.split("__")[-1]}
+                "day": self._today.day if self._today is not None else None, "days": self.plan.days,
+                "schedule": self.plan.scenario.split("__")[-1]}
 
     def _mastery(self, args: dict[str, Any]) -> dict[str, float]:
         kcs = [self._kc(k, "kcs") for k in args.get("kcs") or []]
@@ -440,7 +463,8 @@ class LMSRun:
 
     def _schedule(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"session_days": list(self.plan.session_days), "turns_per_session": self.plan.turns,
-                "probe_items": self.plan.probe_items, "today": self._need_day().day, "turn": self._turn}
+                "probe_items": self.plan.probe_items, "today": self._today.day if self._today is not None else None,
+                "turn": self._turn if self._today is not None else 0}
 
     def _unit_content(self, args: dict[str, Any]) -> list[dict[str, Any]]:
         kcs = [self._kc(args["kc"], "kc")] if args.get("kc") else self.unit
