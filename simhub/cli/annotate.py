@@ -33,7 +33,7 @@ class _Progress:
         self.bars: dict[str, object] = {}
 
     def __call__(self, stage: str, done: int, total: int) -> None:
-        from tqdm.auto import tqdm
+        from simhub.progress import tqdm
 
         bar = self.bars.get(stage)
         if bar is None:

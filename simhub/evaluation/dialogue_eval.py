@@ -32,7 +32,6 @@ from typing import Any
 
 import msgspec
 import numpy as np
-from tqdm.auto import tqdm
 
 from simhub.cache import ContentCache, fingerprint
 from simhub.config import EmbedderConfig, JudgeConfig, ModelRef, Profile, cache_root
@@ -46,6 +45,7 @@ from simhub.metrics.judge import final_answer, judge_endpoint
 from simhub.metrics.knowledge import Knowledge
 from simhub.models import LoadOptions, Sampling, load_lm
 from simhub.models.endpoint_lm import Answer, endpoint_answers
+from simhub.progress import tqdm
 from simhub.prompts import correctness_messages, realness_messages
 from simhub.runformat import DIALOGUE_RESULTS_FILE, DialogueLevelResults, write_dialogue_results
 from simhub.runformat import DialogueMetric as DialogueMetricResult

@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from tqdm.auto import tqdm
 
 from simhub.cache import ContentCache, fingerprint
 from simhub.config import cache_root
 from simhub.evaluation.runs import simulate
 from simhub.models import Sampling
+from simhub.progress import tqdm
 from simhub.runformat import (
     ROLLOUT_SUMMARY_FILE,
     ROLLOUTS_FILE,

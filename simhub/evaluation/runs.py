@@ -118,7 +118,7 @@ def _simulate(simulator: Simulator, targets: Sequence[Target], sampling: Samplin
         todo.append(n)
     if not todo:  # every answer came from the cache: no model is loaded, nothing is shown
         return [r for r in records if r is not None]
-    from tqdm.auto import tqdm
+    from simhub.progress import tqdm
 
     bar = tqdm(total=len(targets), initial=len(targets) - len(todo), desc=f"simulate {simulator.id}", unit="turn",
                disable=not progress, dynamic_ncols=True)

@@ -26,7 +26,6 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from simhub.errors import ConfigError, require
 from simhub.models.base import (
@@ -41,6 +40,7 @@ from simhub.models.base import (
 )
 from simhub.models.cpu import apply_thread_policy
 from simhub.models.refs import ResolvedRef, load_tokenizer
+from simhub.progress import tqdm
 
 if TYPE_CHECKING:
     from simhub.models.loader import LoadOptions

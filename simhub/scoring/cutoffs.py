@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from simhub.config import Profile
 from simhub.errors import ConfigError
@@ -26,6 +25,7 @@ from simhub.metrics.knowledge import (
     save_cutoffs,
 )
 from simhub.models import LoadOptions
+from simhub.progress import tqdm
 from simhub.schema import Dialogue
 
 

@@ -246,7 +246,7 @@ def _bar(total: int, desc: str, show: bool):
     """A progress bar of ``total`` turns; tqdm is imported only when there is work to show."""
     if not total:
         return _NoBar()
-    from tqdm.auto import tqdm
+    from simhub.progress import tqdm
 
     return tqdm(total=total, desc=desc, unit="turn", disable=not show)
 

@@ -32,6 +32,6 @@ class _NullBar:
 def _progress_bar(enabled: bool, desc: str, total: int, done: int) -> Any:
     if not enabled:
         return _NullBar()
-    from tqdm.auto import tqdm
+    from simhub.progress import tqdm
 
     return tqdm(total=total, initial=done, desc=desc, unit="req")
