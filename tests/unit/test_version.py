@@ -77,3 +77,19 @@ def test_models_endpoint_reports_it():
         document = client.get("/schema/openapi.json").json()
     assert body["simhub_version"] == PYPROJECT
     assert document["info"]["version"] == PYPROJECT  # the API's version badge is the package's
+
+
+def test_the_root_files_agree_with_pyproject():
+    """LICENSE is the licence pyproject declares; CITATION.cff cites this version and the three papers
+    simhub implements; CHANGELOG.md has a section for this version."""
+    import yaml
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "MIT" and (REPO / "LICENSE").read_text().startswith("MIT License\n")
+    citation = yaml.safe_load((REPO / "CITATION.cff").read_text())
+    assert citation["cff-version"] == "1.2.0" and str(citation["version"]) == PYPROJECT
+    assert citation["license"] == project["license"]
+    papers = {r["identifiers"][0]["value"]: r["title"] for r in citation["references"]}
+    assert set(papers) == {"arXiv:2601.04025", "arXiv:2608.17150", "arXiv:2608.03206"}
+    assert papers["arXiv:2601.04025"] == "Simulated Students in Tutoring Dialogues: Substance or Illusion?"
+    assert f"\n## {PYPROJECT} " in (REPO / "CHANGELOG.md").read_text()
