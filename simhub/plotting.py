@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["RC", "RUN_COLOURS", "legend_above", "new_figure", "svg_markup"]
+__all__ = ["PX_PER_INCH", "RC", "RUN_COLOURS", "legend_above", "new_figure", "svg_markup"]
 
 #: Okabe–Ito colours (colour-blind safe) for runs, without the yellow that vanishes on white; more
 #: runs than colours cycle through matplotlib's tab10.
@@ -47,6 +47,11 @@ def legend_above(fig: Figure, ax, ncols: int = 3, **kwargs: Any) -> None:
 
 
 _SVG_STYLE = re.compile(r"<defs>\s*<style[^>]*>.*?</style>\s*</defs>", re.S)
+_SVG_SIZE = re.compile(r'<svg([^>]*?) width="([\d.]+)pt" height="([\d.]+)pt"')
+#: Pixels per inch of every figure on a page: each is shown at this one scale (never stretched to the
+#: page's width), so text of one point size is one size in every figure, a one-panel figure included.
+#: 100 px per inch puts the widest figures (9.8 in) at the page's 980 px.
+PX_PER_INCH = 100
 
 
 def svg_markup(fig: Figure, salt: str, label: str) -> str:
@@ -64,4 +69,7 @@ def svg_markup(fig: Figure, salt: str, label: str) -> str:
     svg = re.sub(r' id="([^"]*)"', lambda m: m.group(0) if m.group(1) in referenced else "", svg)
     svg = re.sub(r"\s*\n\s*", " ", svg)
     svg = re.sub(r">\s+<", "><", svg)
+    scale = PX_PER_INCH / 72  # matplotlib writes the size in points
+    svg = _SVG_SIZE.sub(lambda m: f'<svg{m.group(1)} width="{float(m.group(2)) * scale:.0f}px" '
+                                  f'height="{float(m.group(3)) * scale:.0f}px"', svg, count=1)
     return svg.replace("<svg ", f'<svg role="img" aria-label="{html.escape(label, quote=True)}" ', 1).strip()

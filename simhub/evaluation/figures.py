@@ -115,8 +115,10 @@ def _offset(index: int, count: int, span: float = 0.3) -> float:
 
 
 def _act_bars(rows: Sequence[tuple[Series, Sequence[str | None]]], ylabel: str) -> Figure | None:
-    """Grouped bars: the share of each act among each row's labels (real rows hatched)."""
-    if not any(label is not None for _, labels in rows for label in labels):
+    """Grouped bars: the share of each act among each row's labels (real rows hatched). A row with no
+    label (a run scored without the act metric) is left out, not drawn as an empty "(n=0)" entry."""
+    rows = [(s, labels) for s, labels in rows if any(label is not None for label in labels)]
+    if not rows:
         return None
     has_other = any(label is not None and label not in ACTS for _, labels in rows for label in labels)
     categories = [*ACTS, OTHER] if has_other else list(ACTS)

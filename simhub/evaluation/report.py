@@ -165,7 +165,7 @@ td.best { background: var(--best); }
 .nolabel, .reason { color: var(--muted); }
 .reason { white-space: normal; max-width: 16rem; margin-left: auto; }
 figure { margin: 1.6rem 0; }
-figure svg { display: block; width: 100%; height: auto; max-width: 980px; }
+figure svg { display: block; max-width: 100%; height: auto; }  /* each at its own size: one scale, one font size */
 figure svg * { stroke-linejoin: round; stroke-linecap: butt; }
 figcaption { font-size: .88rem; color: var(--muted); max-width: 100ch; margin-top: .4rem; }
 dl { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; margin: 0; font-size: .9rem; }
@@ -465,9 +465,13 @@ def _version() -> str:
 
 
 def _render_figure(spec: FigureSpec, ctx: ReportContext) -> str:
+    """A figure with its caption; a figure no run has the data for is its title and that sentence, in
+    its caption's place (no empty box)."""
     svg = draw_svg(spec, ctx)
-    body = svg if svg is not None else '<p class="empty">No run in this report has the data for this figure.</p>'
-    return (f'<figure id="{_e(spec.id)}">{body}'
+    if svg is None:
+        return (f'<figure id="{_e(spec.id)}" class="empty"><figcaption><strong>{_e(spec.title)}.</strong> '
+                "No run in this report has the data for this figure.</figcaption></figure>")
+    return (f'<figure id="{_e(spec.id)}">{svg}'
             f"<figcaption><strong>{_e(spec.title)}.</strong> {_e(spec.caption)}</figcaption></figure>")
 
 

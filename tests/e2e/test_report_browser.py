@@ -134,3 +134,48 @@ def test_report_at_1920_px_shows_every_run_and_tells_gaps_from_failures(many_run
         assert reason.count() == 1 and reason.is_visible()
     finally:
         context.close()
+
+
+@pytest.fixture(scope="module")
+def floor_report(tmp_path_factory) -> tuple[Path, list[Path]]:
+    """The README's first report: the floor scored on ROUGE-L alone, beside a run scored on every metric."""
+    from tests.unit.test_report import _dialogues, keep_only, make_run_dir
+
+    root = tmp_path_factory.mktemp("floor")
+    dialogues = _dialogues(20, seed=5)
+    floor = keep_only(make_run_dir(root, "reference:previous-turn", dialogues, seed=1), ["rouge_l"])
+    full = make_run_dir(root, "tiny-student-sft", dialogues, seed=2)
+    alone = write_report([floor], tmp_path_factory.mktemp("floor-report") / "report.html")
+    both = write_report([floor, full], tmp_path_factory.mktemp("both-report") / "report.html")
+    return alone, both
+
+
+def _figure_scales(page) -> dict[str, float]:
+    """Each figure's drawn width over its own width in points: one number means one font size."""
+    return page.evaluate("""() => Object.fromEntries([...document.querySelectorAll('figure svg')].map(svg =>
+        [svg.closest('figure').id, svg.getBoundingClientRect().width / svg.viewBox.baseVal.width]))""")
+
+
+def test_figures_share_one_scale_and_a_figure_without_data_says_so_in_its_caption(report, floor_report, browser):
+    """Every figure is drawn at one scale (a one-panel figure is not stretched to the page's width, so
+    its text is the size of every other figure's); a figure no run has the data for is its title and
+    that sentence, where its caption goes, with no empty box; no legend lists a run with no labels."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, offline=True)
+    page = context.new_page()
+    try:
+        scales = []
+        for path in (report[0], *floor_report):
+            page.goto(path.resolve().as_uri(), wait_until="load")
+            scales += list(_figure_scales(page).values())
+            for empty in page.locator("figure.empty").all():
+                assert empty.locator("svg").count() == 0
+                text = empty.locator("figcaption").inner_text()
+                assert text.endswith("No run in this report has the data for this figure.") and text.count(".") == 2
+            legends = page.evaluate("() => [...document.querySelectorAll('figure svg text')].map(t => t.textContent)")
+            assert not any("(n=0)" in t for t in legends)
+        assert len(scales) > len(TURN_FIGURES) and max(scales) - min(scales) < 0.01, scales
+        page.goto(floor_report[0].resolve().as_uri(), wait_until="load")
+        drawn = _figure_scales(page)
+        assert "fig-position" in drawn and page.locator("figure.empty").count() == len(TURN_FIGURES) - len(drawn)
+    finally:
+        context.close()

@@ -196,6 +196,19 @@ def make_runs(root: Path, simulators: Sequence[str] = tuple(PRESETS), *, n_dialo
             for i, name in enumerate(simulators)]
 
 
+def keep_only(run: Path, metrics: Sequence[str]) -> Path:
+    """Rewrite a run directory as if it had been scored on ``metrics`` only (``--metrics rouge_l``)."""
+    results = json.loads((run / "results.json").read_text())
+    results["metrics"] = {m: results["metrics"][m] for m in metrics}
+    (run / "results.json").write_text(json.dumps(results))
+    lines = [json.loads(x) for x in (run / "scores.jsonl").read_text().splitlines()]
+    for line in lines:
+        line["scores"] = {m: line["scores"].get(m) for m in metrics}
+        line["details"] = {}
+    (run / "scores.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return run
+
+
 def _run(name: str, means: dict[str, float | None], path: str | None = None) -> Run:
     """A run with only summary numbers (for the ranking rule)."""
     metrics = {m: MetricSummary(v, 0.1, 100, (v - 0.01, v + 0.01) if v is not None else None)
@@ -419,13 +432,7 @@ def test_the_leaderboard_and_compare_agree_on_a_shared_metric(tmp_path):
     dialogues = _dialogues(20, seed=3)
     floor = make_run_dir(tmp_path, "floor", dialogues, seed=1, preset=PRESETS["DPO 8B (simhub)"])
     sft = make_run_dir(tmp_path, "sft", dialogues, seed=2, preset=PRESETS["Zero-Shot gpt-4.1"])
-    results = json.loads((floor / "results.json").read_text())
-    results["metrics"] = {"rouge_l": results["metrics"]["rouge_l"]}
-    (floor / "results.json").write_text(json.dumps(results))
-    lines = [json.loads(x) for x in (floor / "scores.jsonl").read_text().splitlines()]
-    for line in lines:
-        line["scores"] = {"rouge_l": line["scores"].get("rouge_l")}
-    (floor / "scores.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    keep_only(floor, ["rouge_l"])
     ranked = rank_runs([load_run(sft), load_run(floor)])
     diff = compare_runs(floor, sft, n_resamples=200)["metrics"]["rouge_l"]["diff"]
     assert list(compare_runs(floor, sft, n_resamples=200)["metrics"]) == ["rouge_l"]
@@ -531,8 +538,9 @@ def test_eval_dialogues_output_keeps_a_turn_level_run(tmp_path):
     assert loaded.metrics and loaded.turns and loaded.dialogue_results.metrics["acts_jsd"].value == 0.25
     page = render_report([loaded])
     assert 'id="dialogue-table"' in page and '<figure id="fig-dialogue-acts"><svg' in page
-    # The figures without data say so instead of drawing an empty axis.
-    assert re.search(r'<figure id="fig-mastery"><p class="empty">', page)
+    # The figures without data say so, in their caption's place, instead of drawing an empty axis.
+    assert re.search(r'<figure id="fig-mastery" class="empty"><figcaption><strong>[^<]+</strong> No run in this '
+                     r'report has the data for this figure.</figcaption></figure>', page)
 
 
 def test_dialogue_only_folder_is_a_report_run(tmp_path):
@@ -575,7 +583,7 @@ def test_without_dialogue_results_or_details(tmp_path):
     page = render_report([load_run(run)])
     assert "dialogue-table" not in page and "Results." in page
     for figure_id in ("fig-acts", "fig-correctness"):
-        body = re.search(rf'<figure id="{figure_id}">(.*?)</figure>', page, re.S).group(1)
+        body = re.search(rf'<figure id="{figure_id}" class="empty">(.*?)</figure>', page, re.S).group(1)
         assert "<svg" not in body and "No run" in body
     assert '<figure id="fig-position"><svg' in page
 
