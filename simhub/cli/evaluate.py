@@ -160,7 +160,7 @@ def _compare(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from simhub.evaluation.report import load_run, table1_data, write_report
     from simhub.tutoring.kt_report import is_kt_bench, kt_bench_section, load_kt_bench
-    from simhub.tutoring.report import bench_section, is_tutor_bench, load_bench
+    from simhub.tutoring.report import bench_section, bench_title, is_tutor_bench, load_bench
 
     check_output(args.output, folder=False, make_folders=False)
     kt_dirs = {d for d in args.runs if is_kt_bench(d)}  # first: a KT-learner folder is not a tutor-bench one
@@ -169,7 +169,10 @@ def _report(args: argparse.Namespace) -> int:
     benches = [load_bench(d) for d in args.runs if d in bench_dirs]
     runs = [load_run(d) for d in args.runs if d not in bench_dirs and d not in kt_dirs]
     sections = ([bench_section(benches)] if benches else []) + ([kt_bench_section(kt_runs)] if kt_runs else [])
-    path = write_report(runs, args.output, title=args.title, sections=sections)
+    title = args.title
+    if title is None and not runs and benches and not kt_runs:  # name what is compared, not the section again
+        title = bench_title(benches)
+    path = write_report(runs, args.output, title=title, sections=sections)
     if args.json:
         print(json.dumps(table1_data(runs), indent=2))
     print(f"report of {len(args.runs)} run(s) -> {path}", file=sys.stderr if args.json else sys.stdout)

@@ -139,6 +139,7 @@ h1 { font-size: 1.6rem; margin: 0 0 .25rem; }
 h2 { font-size: 1.25rem; margin: 2.2rem 0 .6rem; border-bottom: 1px solid var(--line); padding-bottom: .25rem; }
 h3 { font-size: 1.05rem; margin: 1.4rem 0 .4rem; }
 p, li, dd { max-width: 80ch; }
+.note { border-left: 3px solid var(--muted); padding-left: 0.6em; }
 .muted, .empty { color: var(--muted); }
 a { color: var(--accent); }
 a:focus-visible { outline: 2px solid var(--accent); outline-offset: 2px; }

@@ -242,15 +242,21 @@ def _draw_load(bench: Bench, tutors: list[str]) -> Figure | None:
         return None
     fig = _new_figure(9.0, 3.4)
     ax = fig.subplots()
-    shared = len({tuple(caps) for _, caps in per.values()}) == 1  # the same items: one capacity line
+    # The same items and levels give every tutor the same capacity at each turn they share (conversations
+    # end at different turns): one capacity line then, the longest, rather than lines hiding each other.
+    curves = [caps for _, caps in per.values()]
+    shared = all(abs(a - b) < 1e-9 for c in curves for d in curves for a, b in zip(c, d, strict=False))
     for tutor, (loads, caps) in per.items():
         i = tutors.index(tutor)
         xs = range(1, len(loads) + 1)
         ax.plot(xs, loads, marker="o", markersize=3, color=_colour(i), label=f"{tutor}: load")
-        if not shared:
-            ax.plot(xs, caps, color=_colour(i), linestyle=":", linewidth=1.2, label=f"{tutor}: capacity τ")
+        if not shared:  # each tutor's its own dash and marker, nudged apart: equal capacities stay visible
+            nudge = (i - (len(per) - 1) / 2) * 0.06
+            ax.plot([x + nudge for x in xs], caps, color=_colour(i), linestyle=(":", "--", "-.")[i % 3], linewidth=1.4,
+                    marker=("s", "^", "v", "D")[i % 4], markersize=3, markerfacecolor="white",
+                    label=f"{tutor}: capacity τ")
     if shared:
-        caps = next(iter(per.values()))[1]
+        caps = max(curves, key=len)
         ax.plot(range(1, len(caps) + 1), caps, color="#555555", linestyle=":", linewidth=1.4,
                 label="capacity τ (every tutor)")
     ax.set_xlabel("turn")
@@ -258,6 +264,48 @@ def _draw_load(bench: Bench, tutors: list[str]) -> Figure | None:
     _turn_axis(ax, max(len(loads) for loads, _ in per.values()))
     _legend_above(fig, ax, ncols=3)
     return fig
+
+
+def first_turn_stops(bench: Bench) -> dict[str, tuple[int, int]]:
+    """Level -> (conversations that ended at turn 1 on the mastery rule, conversations of the level),
+    for the levels where any did. Under the paper preset an advanced learner starts with 80% of its IUs
+    at knows_well (KnowSim's Table 5), which already meets the paper's mastery rule (80%), so every
+    advanced conversation ends after its first turn: a property of KnowSim's rules and starts, not of
+    the tutor."""
+    out: dict[str, tuple[int, int]] = {}
+    good = _ok(bench.traces)
+    for level in dict.fromkeys(t.level for t in good):
+        at = [t for t in good if t.level == level]
+        ended = sum(1 for t in at if len(t.scored_turns) == 1 and t.stop_reason == "mastery")
+        if ended:
+            out[level] = (ended, len(at))
+    return out
+
+
+def _first_turn_note(bench: Bench) -> str:
+    stops = first_turn_stops(bench)
+    if not stops:
+        return ""
+    counts = "; ".join(f"{level}: {ended} of {n}" for level, (ended, n) in stops.items())
+    return (f'<p class="note" data-first-turn-stops>Conversations that ended after their first turn on the mastery '
+            f"rule ({_e(counts)}). Under the paper preset, mastery is 80% of the IUs at knows_well, and an advanced "
+            "learner starts with 80% of them there (KnowSim's starting ratios), so an advanced conversation ends "
+            "after one turn whatever the tutor: its KG, DC and CO are those of one turn, and the level-marginalised "
+            "means weigh them as any other level. The released preset's mastery rule (every IU at knows_well) lets "
+            "them go on (simhub tutor-bench --preset released).</p>")
+
+
+def bench_title(benches: Sequence[Bench]) -> str:
+    """A page title naming what the runs compare (rather than the section's heading again)."""
+    tutors = list(dict.fromkeys(t.tutor for b in benches for t in b.results.tutors))
+    return f"Tutor bench, knowledge-state learner: {', '.join(tutors)}"
+
+
+def _heading(bench: Bench) -> str:
+    r = bench.results
+    tutors = " vs ".join(t.tutor for t in r.tutors)
+    return (f"{_e(tutors)}: KnowSim learner, {_e(r.preset)} preset, {r.items} items × {len(r.levels)} levels "
+            f'<span class="muted">({_e(bench.name)})</span>')
 
 
 def bench_section(benches: Sequence[Bench]) -> tuple[str, str, str]:
@@ -276,10 +324,10 @@ def bench_section(benches: Sequence[Bench]) -> tuple[str, str, str]:
             ratings += (f" Each conversation ends where an LLM termination judge said a real student would have left "
                         f"it; {r.flagged_stops} judgements were unusable, and those conversations count whole.")
         parts.append(
-            f'<h3 id="{sid}">{_e(bench.name)}</h3>'
+            f'<h3 id="{sid}">{_heading(bench)}</h3>'
             f"<p>{r.conversations} conversations, {r.flagged_turns} flagged turns (an unusable learner or extractor "
             f"answer, kept and advancing nothing).{ratings}{failed}</p>"
-            + _leaderboard(r) + _level_table(r) + _comparisons(r)
+            + _first_turn_note(bench) + _leaderboard(r) + _level_table(r) + _comparisons(r)
             + figure_html(f"{sid}-kg", "Knowledge gain along the conversation",
                       "Mean KG after each turn, per level; a conversation that has ended keeps its final KG.",
                       "knowledge gain along the conversation, per level", _draw_kg, bench, tutors)

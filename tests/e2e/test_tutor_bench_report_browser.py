@@ -17,7 +17,7 @@ require_browser()
 pytest.importorskip("matplotlib", reason="the report draws its figures with matplotlib (simhub[report])")
 
 from simhub.cli import main  # noqa: E402
-from simhub.tutoring.report import kg_trajectories, load_bench, load_per_turn  # noqa: E402
+from simhub.tutoring.report import first_turn_stops, kg_trajectories, load_bench, load_per_turn  # noqa: E402
 from tests.unit.test_report import make_runs  # noqa: E402
 
 FIGURES = ("bench-0-kg", "bench-0-modes", "bench-0-load")
@@ -67,6 +67,18 @@ def test_the_bench_section_renders_offline_with_its_tables_and_figures(bench, tm
             box = svg.bounding_box()
             assert box and box["width"] > 100 and box["height"] > 50, (fid, box)
             assert svg.locator("path").count() > 5 and svg.locator("text").count() > 3
+        # the page says what it compares once (no heading repeated), and the run by what it is, not its folder
+        h1, h2, h3 = (page.locator(tag).first.inner_text() for tag in ("h1", "h2", "h3"))
+        assert h1 == "Tutor bench, knowledge-state learner: scripted:stepwise, scripted:dump" and h1 != h2
+        assert h3.startswith("scripted:stepwise vs scripted:dump: KnowSim learner, paper preset, 6 items × 3 levels")
+        # every advanced conversation ends after turn 1 under the paper preset: shown, with the reason
+        stops = first_turn_stops(load_bench(bench))
+        assert stops["advanced"] == (12, 12) and "novice" not in stops
+        note = page.locator("p[data-first-turn-stops]").inner_text()
+        assert "advanced: 12 of 12" in note and "80%" in note and "--preset released" in note
+        # one capacity line for the two tutors (the same items and levels), none hidden under another
+        legend = page.evaluate("() => [...document.querySelectorAll('#bench-0-load svg text')].map(t => t.textContent)")
+        assert "capacity τ (every tutor)" in legend and not any(t.endswith(": capacity τ") for t in legend)
     finally:
         context.close()
     assert errors == [] and blocked == []

@@ -347,3 +347,21 @@ def test_an_extractor_naming_an_unknown_iu_fails_its_conversation_with_the_cause
     results = summarize(traces, preset="paper")
     assert results.failed == 2 and results.tutors[0].levels["novice"].failed == 2
     assert results.tutors[0].levels["novice"].metrics["kg"].n == 0
+
+
+def test_advanced_learners_stop_after_one_turn_under_the_paper_preset_only(tmp_path):
+    """KnowSim's starting ratios put 80% of an advanced learner's IUs at knows_well, which is the paper's
+    mastery rule: every advanced conversation ends after turn 1 under the paper preset, whatever the
+    tutor, and the report says so; the released code's rule (every IU known well) lets them go on."""
+    from simhub.tutoring.report import first_turn_stops, load_bench
+
+    stops = {}
+    for preset in ("paper", "released"):
+        out = tmp_path / preset
+        assert main(["tutor-bench", "--tutor", "scripted:stepwise", "--n", "4", "--levels", "advanced", "--output",
+                     str(out), "--no-cache", "--preset", preset, *FAST]) == 0
+        bench = load_bench(out)
+        stops[preset] = first_turn_stops(bench)
+        if preset == "released":
+            assert max(len(t.scored_turns) for t in bench.traces) > 1
+    assert stops == {"paper": {"advanced": (4, 4)}, "released": {}}
