@@ -2,7 +2,7 @@
 (its ``results.json``, or its ``traces/`` summarised afresh when the results file is missing) as
 
 * a leaderboard: ΔSolve in percentage points with its interval, responsiveness overall and same-day
-  (silent runs, with no help request, counted beside), the action profile per run, the failure
+  (runs with no help request counted beside), the action profile per run, the failure
   modes, pass^k, the learner's ECE and Brier score, and the gate;
 * the paired ΔSolve comparisons between tutors;
 * the stability of the ranking (Kendall τ against shorter horizons and leaving one scenario out);
@@ -42,7 +42,7 @@ __all__ = ["SECTION", "KTReportRun", "is_kt_bench", "kt_bench_section", "load_kt
 #: The section's id and heading on the report page.
 SECTION = ("kt-learner-bench", "KT-learner bench")
 
-_ACTION_HEADS = {"send_message": "message", "stay_silent": "silent", "assign_items": "assign",
+_ACTION_HEADS = {"send_message": "message", "stay_silent": "stay silent", "assign_items": "assign",
                  "adjust_level": "adjust", "provide_content": "content"}
 
 
@@ -151,12 +151,15 @@ def _leaderboard(r: KTBenchResults) -> str:
     return ('<div class="table-wrap"><table class="kt-leaderboard"><caption>Tutors ranked by ΔSolve (the mean over '
             "session days of post- minus pre-session probe accuracy, in percentage points) with 95% intervals "
             "from a bootstrap over runs clustered by scenario. Responsiveness is the share of the learner's help "
-            "requests a tutor message came after (on any later day, or the same day); a silent run has no help "
-            "request and is left out of both means. Actions are the mean logged tool calls per run. No gain: "
+            "requests a tutor message came after (on any later day, or the same day); a run in which the learner "
+            "never asked for help is left out of both means and counted under 'no help request'. Actions are the "
+            "mean logged tool calls per run ('stay silent': turns the tutor chose to do nothing). No gain: "
             "runs with ΔSolve ≤ 0; neglect: runs whose help requests were never answered. ECE and Brier compare "
-            "the learner's probe answers with its own KT model's predictions (consistency, not realism).</caption>"
+            "the learner's probe answers with its own KT model's predictions (consistency, not realism). The gate is "
+            "EduClaw-Bench's pre-deployment check: block, warn or monitor when one of its rules fires (the reason is "
+            "given below the table), else pass.</caption>"
             '<thead><tr><th rowspan="2" scope="col">tutor</th><th rowspan="2" scope="col">ΔSolve pp ↑</th>'
-            '<th colspan="2" scope="colgroup">responsiveness ↑</th><th rowspan="2" scope="col">silent runs</th>'
+            '<th colspan="2" scope="colgroup">responsiveness ↑</th><th rowspan="2" scope="col">no help request (runs)</th>'
             f'<th colspan="{len(ACTION_KINDS)}" scope="colgroup">actions per run</th>'
             '<th colspan="2" scope="colgroup">failure modes ↓</th>'
             '<th rowspan="2" scope="col">pass^k</th><th rowspan="2" scope="col">ECE ↓</th>'
@@ -367,7 +370,11 @@ def kt_bench_section(runs: Sequence[KTReportRun | str | PathLike[str]]) -> tuple
                           "The learner's mean mastery of its unit's skills at the end of each calendar day, as its "
                           "KT model estimates it (P(mastered) averaged over the unit's KCs and over the runs with a "
                           "session that day), one line per tutor. Days without a session in any run are skipped, "
-                          "and the number of runs behind a point varies with the schedules.",
+                          "and the number of runs behind a point varies with the schedules. Mastery rises under a "
+                          "tutor that does nothing too: each day's pre- and post-session probes are answers, and "
+                          "every answer updates the KT belief (the learning rate of the learner's KT model, p_learn, "
+                          "applies to each), so a learner practises on its probes alone; the tutors differ by how "
+                          "much faster than that they move it.",
                           "mean unit mastery per calendar day, per tutor", _draw_days, r, "mastery", empty=empty)
             + figure_html(f"{sid}-delta", "ΔSolve per day",
                           "For each calendar day, the mean post-session probe accuracy minus the mean pre-session "

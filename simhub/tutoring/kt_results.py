@@ -384,7 +384,7 @@ def _fmt(e: Estimate, scale: float = 1.0, digits: int = 2) -> str:
 
 def format_kt_results(r: KTBenchResults) -> str:
     lines = [f"KT-learner bench: {r.runs} runs per tutor", "",
-             "tutor | ΔSolve pp [95% CI] | resp. | same-day | silent runs | msg/silent/assign/adjust/content per run "
+             "tutor | ΔSolve pp [95% CI] | resp. | same-day | no help request (runs) | message/stay silent/assign/adjust/content per run "
              "| ECE | gate"]
     for name in [*r.ranking, *(t for t in r.tutors if t not in r.ranking)]:
         t = r.tutors[name]

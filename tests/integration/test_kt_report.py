@@ -88,6 +88,14 @@ def test_the_report_shows_the_kt_section_with_its_tables_and_figures(kt_run, tmp
     assert f"{100 * learner['valid_answer_rate']:.1f}%" in page
     caption = _figure(page, "kt-0-reliability")
     assert "(consistency), not realism" in caption
+    # runs without a help request and the tutor's stay_silent action have two names, not one word twice
+    head = re.search(r"<thead>.*?</thead>", board, re.S).group(0)
+    assert "no help request (runs)" in head and "stay silent" in head and "silent runs" not in head
+    # every gate value the table can show is explained: block, warn, monitor, else pass
+    assert all(results["tutors"][n]["gate"] in ("block", "warn", "monitor", "pass") for n in TUTORS)
+    assert "block, warn or monitor when one of its rules fires" in board and "else pass" in board
+    # why a silent tutor's learner still climbs: the probes are practice
+    assert "Mastery rises under a tutor that does nothing too" in _figure(page, "kt-0-mastery")
 
 
 def test_kt_folders_and_tutor_bench_folders_are_told_apart(kt_run, plain_bench, tmp_path):
