@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from simhub.config import SimulatorConfig
 from simhub.models import LanguageModel, LoadOptions, Sampling, load_lm
 from simhub.prompts import END_OF_DIALOGUE
-from simhub.simulation.base import LMSimulator, Target
+from simhub.simulation.base import LMSimulator, Simulator, Target
 
 if TYPE_CHECKING:
     from simhub.simulation.endpoint import IclRetriever
@@ -56,8 +56,30 @@ class ModelSimulator(LMSimulator):
             return [dict(m) for m in target.messages]
         return super().messages(target)
 
+    def tokenizer(self):
+        """The simulator's tokenizer alone, never its weights: the adapter's own when it carries one,
+        else the base model's."""
+        from simhub.models.refs import load_tokenizer
+
+        c = self.config
+        if c.adapter:
+            return load_tokenizer(c.adapter, c.adapter_revision, fallback=c.model, fallback_revision=c.revision)
+        return load_tokenizer(c.model, c.revision)
+
     def prompt_text(self, target: Target) -> str:
-        return self.load().chat_text(self.messages(target))
+        """The chat-templated prompt, from the tokenizer alone (``simhub prompt show`` loads no weights).
+        Without the tokenizer (a Hub model not downloaded, offline), the messages, with a note saying so."""
+        messages = self.messages(target)
+        if self.lm is not None:
+            return self.lm.chat_text(messages)
+        try:
+            tokenizer = self.tokenizer()
+        except Exception as exc:  # offline: any loader failure means the same thing here
+            reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            return (Simulator.prompt_text(self, target)
+                    + f"\n\n(note: these are the messages; the text after {self.config.model}'s chat template needs "
+                      f"its tokenizer, which could not be loaded here: {reason})")
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     def sampling_for(self, sampling: Sampling | None) -> Sampling:
         s = super().sampling_for(sampling)

@@ -69,3 +69,30 @@ def test_bad_requests_exit_2(data, capsys, tiny_profile):
     assert main(["prompt", "show", "--profile", TINY, "--simulator", "tiny-student", "--data", str(path),
                  "--dialogue", "nope", "--turn", "1"]) == 2
     assert "unknown dialogue 'nope'" in capsys.readouterr().err
+
+
+def test_a_simulator_prompt_needs_no_weights_and_works_offline(data, capsys, monkeypatch):
+    """`prompt show` never loads a simulator's weights: the tokenizer's chat template when it is at hand,
+    else (paper-8b offline: Llama-3.1-8B-Instruct is not downloaded) the messages with a note saying so."""
+    import huggingface_hub.constants
+
+    from simhub.models import loader
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # as a machine without the Hub
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("prompt show loaded a model")
+
+    monkeypatch.setattr(loader, "load_lm", refuse)
+    monkeypatch.setattr("simhub.simulation.model.load_lm", refuse)
+    path, d = data
+    turn = d.student_turn_indices()[1]
+    assert main(["prompt", "show", "--profile", "paper-8b", "--simulator", "student-sft-8b", "--data", str(path),
+                 "--dialogue", d.id, "--turn", str(turn)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("[system]\n") and f"[user]\n" in text and d.turns[turn - 1].content in text
+    assert "(note: these are the messages; the text after meta-llama/Llama-3.1-8B-Instruct's chat template needs its " \
+           "tokenizer, which could not be loaded here" in text
+    # with the tokenizer at hand (the tiny kit's), the templated text, still without loading the model
+    templated = _show(capsys, "--simulator", "tiny-student", "--data", str(path), "--dialogue", d.id, "--turn", str(turn))
+    assert templated.startswith("<|begin_of_text|><|start_header_id|>system<|end_header_id|>")
