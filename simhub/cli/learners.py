@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from simhub.errors import ConfigError
 
@@ -24,15 +25,22 @@ def _replay(args: argparse.Namespace) -> int:
     import msgspec
 
     from simhub.learners.presets import resolve_preset
-    from simhub.learners.replay import format_result, replay_file
+    from simhub.learners.replay import RunFailure, format_result, replay_file
 
     preset = resolve_preset(args.preset, _overrides(args.set))
     result = replay_file(args.run, args.graphs, preset)
+    results = result if isinstance(result, list) else [result]
+    failures = [r for r in results if isinstance(r, RunFailure)]
     if args.json:
         print(json.dumps(msgspec.to_builtins(result), indent=2, ensure_ascii=False))
     else:
-        results = result if isinstance(result, list) else [result]
-        print("\n\n".join(format_result(r) for r in results))
+        print("\n\n".join(format_result(r) for r in results if not isinstance(r, RunFailure)))
+    for f in failures:  # the others are printed; each failed run is named with its index and reason
+        print(f"simhub learners replay: run [{f.index}] not replayed: {f.error}", file=sys.stderr)
+    if failures:
+        print(f"simhub learners replay: {len(results) - len(failures)} of {len(results)} runs replayed, "
+              f"{len(failures)} failed", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -74,6 +74,14 @@ class ReplayResult(msgspec.Struct, frozen=True, kw_only=True):
     agreement: Agreement | None = None
 
 
+class RunFailure(msgspec.Struct, frozen=True, kw_only=True):
+    """A run of a list file that could not be replayed (its graph refused, a field missing): its index
+    in the file and why. The other runs of the file are replayed."""
+
+    index: int
+    error: str
+
+
 def _missing(file: str, where: str, name: str) -> DataError:
     field = f"{where}.{name}" if where else name
     return DataError(f"{file}: {where + ': ' if where else ''}missing field {name!r}", file=file, field=field)
@@ -291,13 +299,22 @@ def read_runs(path: str | os.PathLike[str]) -> tuple[list[Any], bool]:
 
 
 def replay_file(runs_path: str | os.PathLike[str], graphs_path: str | os.PathLike[str],
-                preset: Preset) -> list[ReplayResult] | ReplayResult:
-    """Replay every run of a log file: a list (in file order) when the file holds a list."""
+                preset: Preset) -> list[ReplayResult | RunFailure] | ReplayResult:
+    """Replay every run of a log file. A file of one run gives its result (or raises its DataError);
+    a list gives one entry per run in file order: its result, or a :class:`RunFailure` with its index
+    and reason, so one run's unusable graph or broken field stops that run only. An unreadable or
+    malformed file, or graphs file, raises."""
     graphs = GraphSource.read(graphs_path)
     runs, many = read_runs(runs_path)
-    results = [replay_run(run, graphs, preset, file=str(runs_path), where=f"[{i}]" if many else "")
-               for i, run in enumerate(runs)]
-    return results if many else results[0]
+    if not many:
+        return replay_run(runs[0], graphs, preset, file=str(runs_path))
+    out: list[ReplayResult | RunFailure] = []
+    for i, run in enumerate(runs):
+        try:
+            out.append(replay_run(run, graphs, preset, file=str(runs_path), where=f"[{i}]"))
+        except DataError as exc:
+            out.append(RunFailure(index=i, error=str(exc)))
+    return out
 
 
 def format_result(result: ReplayResult) -> str:

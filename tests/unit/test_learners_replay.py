@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 
@@ -197,13 +198,25 @@ def test_a_list_of_runs_gives_a_list_in_the_same_order(files, capsys):
 
 
 def test_a_log_missing_a_field_names_the_file_and_the_field(files, capsys):
+    """In a list file, a broken run is reported with its index and reason and the others are replayed
+    (exit 1); a single run that is broken, or a file that is not a run log at all, exits 2."""
     cache, write = files
     broken = copy.deepcopy(RUN)
     del broken["iu_analysis_history"]
-    path = write([RUN, broken], "broken.json")
+    path = write([RUN, broken, RUN], "broken.json")
     code, out, err = replay(capsys, path, "--graphs", cache, "--json")
-    assert code == 2 and out == ""
-    assert path in err and "[1]" in err and "'iu_analysis_history'" in err
+    assert code == 1
+    results = json.loads(out)
+    assert results[0]["metrics"]["kg"] == results[2]["metrics"]["kg"] == 2
+    assert results[1] == {"index": 1, "error": results[1]["error"]} and "'iu_analysis_history'" in results[1]["error"]
+    assert f"run [1] not replayed: {path}: [1]: missing field 'iu_analysis_history'" in err
+    assert "2 of 3 runs replayed, 1 failed" in err
+    code, out, err = replay(capsys, path, "--graphs", cache)  # the table: the two good runs, printed
+    assert code == 1 and out.count("item frac_add_demo") == 2 and "run [1] not replayed" in err
+    malformed = Path(path).with_name("malformed.json")
+    malformed.write_text("[{not json")
+    code, out, err = replay(capsys, str(malformed), "--graphs", cache)
+    assert code == 2 and out == "" and "not valid JSON" in err
     no_initial = {k: v for k, v in RUN.items() if k != "initial_knowledge_state"}
     code, _, err = replay(capsys, write(no_initial, "single.json"), "--graphs", cache)
     assert code == 2 and "single.json" in err and "'initial_knowledge_state'" in err
@@ -236,6 +249,11 @@ def test_a_cyclic_graph_stops_only_the_runs_that_use_it(files, capsys, tmp_path)
     assert replay(capsys, write(RUN), "--graphs", str(path), "--json")[0] == 0
     code, _, err = replay(capsys, write(dict(RUN, problem_id="loop")), "--graphs", str(path))
     assert code == 2 and "loop: cycle: " in err and "IU4" in err
+    # a list with a run on the cyclic graph: the other runs are replayed (the released MathQA example file)
+    code, out, err = replay(capsys, write([RUN, dict(RUN, problem_id="loop")], "two.json"), "--graphs", str(path),
+                            "--json")
+    assert code == 1 and json.loads(out)[0]["item"] == "frac_add_demo"
+    assert "run [1] not replayed" in err and "loop: cycle: " in err
 
 
 def test_the_released_codes_own_example_logs_replay_exactly():
