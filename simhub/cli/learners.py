@@ -35,6 +35,9 @@ def _replay(args: argparse.Namespace) -> int:
         print(json.dumps(msgspec.to_builtins(result), indent=2, ensure_ascii=False))
     else:
         print("\n\n".join(format_result(r) for r in results if not isinstance(r, RunFailure)))
+    for r in results:
+        for warning in [] if isinstance(r, RunFailure) else r.warnings:
+            print(f"simhub learners replay: warning: {warning}", file=sys.stderr)
     for f in failures:  # the others are printed; each failed run is named with its index and reason
         print(f"simhub learners replay: run [{f.index}] not replayed: {f.error}", file=sys.stderr)
     if failures:
@@ -46,10 +49,12 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from simhub.learners.graph import read_graphs, validate_graph
+    from simhub.learners.presets import resolve_preset
 
     graphs = read_graphs(args.file)
+    cycles = resolve_preset(args.preset).cycles
     for name, graph in graphs.items():
-        checked = validate_graph(graph, name=name, file=args.file)
+        checked = validate_graph(graph, name=name, file=args.file, cycles=cycles)
         depth = max(checked.depth.values())
         print(f"{name}: {checked.size} IUs, {len(graph.edges)} edges, depth {depth}, "
               f"{len(checked.warnings)} warning{'s' if len(checked.warnings) != 1 else ''}")
@@ -206,4 +211,6 @@ def register(sub) -> None:
 
     p = lsub.add_parser("check", help="validate an IU graph file: errors exit 2, warnings are listed")
     p.add_argument("file", help="a simhub graph file (JSON or YAML), a knowsim IU cache, or one graph")
+    p.add_argument("--preset", default="paper", help="paper (default: a cycle is an error, exit 2) or released (a "
+                   "cycle is a warning: the released code orders the graph anyway)")
     p.set_defaults(handler=_check)

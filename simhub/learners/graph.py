@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -121,7 +121,13 @@ class ValidatedGraph:
         return f"{node.id}: {node.concept}" if node.concept else node.id
 
 
-def validate_graph(graph: IUGraph, *, name: str = "graph", file: str | None = None) -> ValidatedGraph:
+#: How a cycle is treated: ``refuse`` (an error naming it: the paper's graphs are DAGs) or ``released``
+#: (a warning naming it, and the released code's own order on it: :func:`_released_depths`).
+CycleRule = Literal["refuse", "released"]
+
+
+def validate_graph(graph: IUGraph, *, name: str = "graph", file: str | None = None,
+                   cycles: CycleRule = "refuse") -> ValidatedGraph:
     """Check ``graph`` and index it; raise :class:`GraphError` for what makes it unusable.
 
     Errors: no nodes, an empty or duplicate IU id, an abstraction level outside [0, 1], an edge to
@@ -129,6 +135,11 @@ def validate_graph(graph: IUGraph, *, name: str = "graph", file: str | None = No
     Δl > 0.35 or a ``delta_l`` that disagrees with the two levels, a duplicate edge, an IU with no
     edge at all, and an *orphan*: an IU with no prerequisite that sits more than 0.35 below the
     graph's most general IU, so it reads as a derived concept that nothing leads to.
+
+    With ``cycles="released"`` a cycle is a warning (code ``cycle``, naming it) instead, and the
+    depths are the released code's: a longest path found depth first, a prerequisite already on the
+    path counting 0 (:func:`_released_depths`); on a graph without a cycle both give the same depths.
+    A self-loop stays an error either way.
     """
     where = "".join(f"{part}: " for part in (file, name) if part)
 
@@ -177,7 +188,15 @@ def validate_graph(graph: IUGraph, *, name: str = "graph", file: str | None = No
             warnings.append(GraphWarning("delta_l_mismatch", subject, f"edge {subject} has delta_l {edge.delta_l:g} "
                                          f"but its IUs' levels differ by {abs(levels[0] - levels[1]):.2f}"))
 
-    depth = _depths(ids, prereqs, children, error)
+    try:
+        depth = _depths(ids, prereqs, children, error)
+    except GraphError as exc:
+        if cycles != "released" or not str(exc).startswith(where + "cycle: "):
+            raise
+        cycle = str(exc).removeprefix(where + "cycle: ")
+        warnings.append(GraphWarning("cycle", exc.iu or "", f"cycle: {cycle}; ordered as the released code "
+                                     "orders it (a prerequisite met again on the path counts depth 0)"))
+        depth = _released_depths(ids, prereqs)
     order = tuple(sorted(ids, key=lambda iu: (depth[iu], index[iu])))
     neighbours = {iu: tuple(sorted(set(prereqs[iu]) | set(children[iu]))) for iu in ids}
 
@@ -216,6 +235,29 @@ def _depths(ids, prereqs, children, error) -> dict[str, int]:
     if done < len(ids):
         cycle = _find_cycle([iu for iu in ids if remaining[iu] > 0], children)
         raise error("cycle: " + " -> ".join(cycle), iu=cycle[0], field="edges")
+    return depth
+
+
+def _released_depths(ids, prereqs) -> dict[str, int]:
+    """The released code's depths (its ``update_v2._compute_topo_depth``): for each IU in graph order,
+    a depth-first longest path from a root through its prerequisites (in edge order), memoised; a
+    prerequisite already on the current path (a cycle) counts 0 and is not memoised. On a cycle the
+    result depends on which of its IUs the walk enters first, as it does there."""
+    depth: dict[str, int] = {}
+
+    def walk(iu: str, visiting: set[str]) -> int:
+        if iu in depth:
+            return depth[iu]
+        if iu in visiting:
+            return 0
+        visiting.add(iu)
+        parents = prereqs[iu]
+        d = 1 + max(walk(p, visiting) for p in parents) if parents else 0
+        depth[iu] = d
+        return d
+
+    for iu in ids:
+        walk(iu, set())
     return depth
 
 

@@ -93,6 +93,23 @@ class Preset(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     #: function of the released metric code, which is looser).
     absorbed_ceiling: AbsorbedCeiling = "weakest"
 
+    #: DC's numerator |A_t| per turn: ``definition`` (the explained, teachable IUs that advanced), or
+    #: ``legacy_proxy``, min(|E_t ∩ Z_t|, n_up), which the released code falls back to for a log
+    #: without per-turn |A_t| (its example logs, flagged ``absorbed_ic_uses_legacy_proxy``); ``auto``:
+    #: the proxy for a replayed log so flagged, the definition everywhere else.
+    dc_numerator: Literal["auto", "definition", "legacy_proxy"] = "auto"
+
+    #: How a log's initial-state keys name IUs: ``id_or_label`` (``"IU3"`` or the knowsim label
+    #: ``"IU3: Concept"``), or ``label`` only, as the released code looks them up: a bare-id key of an
+    #: IU that has a label then names nothing, and the IU starts unaware (with a warning).
+    state_keys: Literal["id_or_label", "label"] = "id_or_label"
+
+    # -- graphs
+    #: A cyclic graph: ``refuse`` it (an error naming the cycle: the paper's graphs are DAGs), or order
+    #: it as the ``released`` code does and go on (a warning naming the cycle; two graphs of its
+    #: MathQA cache have one).
+    cycles: Literal["refuse", "released"] = "refuse"
+
     # -- termination
     termination: TerminationRule = "paper"
     #: Mastery: this share of the IUs at knows_well (the released code: all of them).
@@ -138,6 +155,8 @@ RELEASED = Preset(
     reset_progress_on_transition=False,
     keep_idle_progress=False,
     absorbed_ceiling="any_partial",
+    state_keys="label",
+    cycles="released",
     termination="released",
     mastery_fraction=1.0,
     stop_min_turn=3,

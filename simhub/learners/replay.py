@@ -19,13 +19,13 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from simhub.errors import DataError, did_you_mean
-from simhub.learners.graph import IUGraph, ValidatedGraph, read_graphs, validate_graph
-from simhub.learners.metrics import ConversationMetrics, conversation_metrics
+from simhub.learners.graph import CycleRule, IUGraph, ValidatedGraph, read_graphs, validate_graph
+from simhub.learners.metrics import ConversationMetrics, conversation_metrics, f1
 from simhub.learners.presets import Preset
 from simhub.learners.state import ORDINAL, STATE_ALIASES, STATES, KnowledgeState
 from simhub.learners.termination import early_stop
@@ -59,6 +59,19 @@ class Agreement(msgspec.Struct, frozen=True, kw_only=True):
     n_up: int
     overload_flags: int
     first_mismatch: dict[str, Any] | None = None
+    #: Whether the replay's DC equals the log's (``absorbed_ic_f1``), computed as ``dc_mode`` says;
+    #: None when the log records no DC.
+    dc: bool | None = None
+    dc_mode: str | None = None
+
+
+class DCReadings(msgspec.Struct, frozen=True, kw_only=True):
+    """DC both ways: by its definition and by the released code's legacy proxy; ``mode`` is the one in
+    ``metrics`` (and compared with the log)."""
+
+    mode: Literal["definition", "legacy_proxy"]
+    definition: float
+    legacy_proxy: float
 
 
 class ReplayResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,6 +85,10 @@ class ReplayResult(msgspec.Struct, frozen=True, kw_only=True):
     early_stop_reason: str | None
     metrics_at_early_stop: ConversationMetrics | None
     agreement: Agreement | None = None
+    #: What the replay had to read leniently, as the released code does (a cycle in the graph, an
+    #: initial state keyed by bare id), one line each.
+    warnings: list[str] = msgspec.field(default_factory=list)
+    dc: DCReadings | None = None
 
 
 class RunFailure(msgspec.Struct, frozen=True, kw_only=True):
@@ -106,11 +123,15 @@ def _state_name(value: Any, file: str, field: str) -> str:
     return name
 
 
-def states_from_log(graph: ValidatedGraph, raw: Any, *, file: str, field: str) -> KnowledgeState:
+def states_from_log(graph: ValidatedGraph, raw: Any, *, file: str, field: str, labels_only: bool = False,
+                    warnings: list[str] | None = None) -> KnowledgeState:
     """A log's knowledge-state mapping as a :class:`KnowledgeState` of the graph's IUs.
 
     IUs the mapping leaves out start ``unaware`` (as the released code reads them); a key that names
-    no IU of the graph is an error, and so is an unknown state name.
+    no IU of the graph is an error, and so is an unknown state name. A key may be the IU's id or its
+    knowsim label ``"IU3: Concept"``; with ``labels_only`` (the released code's lookup) a bare id of an
+    IU that has a label names nothing there, so that IU stays unaware, and a line saying so goes to
+    ``warnings``.
     """
     if not isinstance(raw, Mapping):
         raise DataError(f"{file}: {field}: expected an object of IU states", file=file, field=field)
@@ -121,6 +142,12 @@ def states_from_log(graph: ValidatedGraph, raw: Any, *, file: str, field: str) -
         if iu is None:
             raise DataError(f"{file}: {field}: {key!r} names no IU of graph {graph.name}", file=file,
                             field=f"{field}.{key}")
+        if labels_only and str(key) == iu and graph.label(iu) != iu:
+            if warnings is not None:
+                warnings.append(f"{field}.{key}: a bare IU id; the released code looks states up by label "
+                                f"({graph.label(iu)!r}), so {iu} starts unaware there (preset state_keys: "
+                                "id_or_label reads it by id)")
+            continue
         states[iu] = _state_name(value, file, f"{field}.{key}")
         carried = value.get("fractional_progress") if isinstance(value, Mapping) else None
         if isinstance(carried, int | float) and carried:
@@ -167,13 +194,14 @@ class GraphSource:
     """The graphs of one file, each validated the first time a run needs it: one unusable graph in
     an IU cache (the released math cache has two cyclic ones) stops only the runs that use it."""
 
-    def __init__(self, graphs: Mapping[str, IUGraph | ValidatedGraph], file: str = "the graphs file"):
-        self.raw, self.file = dict(graphs), file
+    def __init__(self, graphs: Mapping[str, IUGraph | ValidatedGraph], file: str = "the graphs file", *,
+                 cycles: CycleRule = "refuse"):
+        self.raw, self.file, self.cycles = dict(graphs), file, cycles
         self._done: dict[str, ValidatedGraph] = {}
 
     @classmethod
-    def read(cls, path: str | os.PathLike[str]) -> GraphSource:
-        return cls(read_graphs(path), str(path))
+    def read(cls, path: str | os.PathLike[str], *, cycles: CycleRule = "refuse") -> GraphSource:
+        return cls(read_graphs(path), str(path), cycles=cycles)
 
     def __len__(self) -> int:
         return len(self.raw)
@@ -184,7 +212,8 @@ class GraphSource:
     def get(self, item: str) -> ValidatedGraph:
         if item not in self._done:
             g = self.raw[item]
-            self._done[item] = g if isinstance(g, ValidatedGraph) else validate_graph(g, name=item, file=self.file)
+            self._done[item] = g if isinstance(g, ValidatedGraph) else validate_graph(g, name=item, file=self.file,
+                                                                                   cycles=self.cycles)
         return self._done[item]
 
 
@@ -213,8 +242,10 @@ def replay_run(run: Any, graphs: GraphSource | Mapping[str, IUGraph | ValidatedG
         if name not in run:
             raise _missing(file, where, name)
     item, graph = _graph_for(run, graphs, file, where)
+    initial_warnings: list[str] = []
     initial = states_from_log(graph, run["initial_knowledge_state"], file=file,
-                              field=f"{prefix}initial_knowledge_state")
+                              field=f"{prefix}initial_knowledge_state", labels_only=preset.state_keys == "label",
+                              warnings=initial_warnings)
     history = run["iu_analysis_history"]
     if not isinstance(history, list):
         raise DataError(f"{file}: {prefix}iu_analysis_history: expected a list of turns", file=file,
@@ -223,18 +254,49 @@ def replay_run(run: Any, graphs: GraphSource | Mapping[str, IUGraph | ValidatedG
              for t, entries in enumerate(history)]
     records = run_turns(graph, initial, turns, preset)
     stop = early_stop(records, preset)
+    logged = run.get("metrics") if isinstance(run.get("metrics"), Mapping) else {}
+    mode = preset.dc_numerator
+    if mode == "auto":
+        mode = "legacy_proxy" if logged.get("absorbed_ic_uses_legacy_proxy") else "definition"
+    metrics = conversation_metrics(graph, initial, records)
+    proxy = _proxy_dc(records)
+    readings = DCReadings(mode=mode, definition=metrics.dc, legacy_proxy=proxy[0])
+    at_stop = conversation_metrics(graph, initial, records[: stop.turn]) if stop else None
+    if mode == "legacy_proxy":
+        metrics = _with_dc(metrics, proxy)
+        at_stop = _with_dc(at_stop, _proxy_dc(records[: stop.turn])) if at_stop is not None and stop else at_stop
+    agreement = _agreement(run, graph, records, file=file, prefix=prefix)
+    if agreement is not None and isinstance(logged.get("absorbed_ic_f1"), int | float):
+        agreement = msgspec.structs.replace(agreement, dc_mode=mode,
+                                            dc=math.isclose(metrics.dc, logged["absorbed_ic_f1"], abs_tol=1e-9))
     return ReplayResult(
         item=item,
         preset=preset.name,
         graph_size=graph.size,
         initial_states=dict(initial.states),
         turns=[_turn(r) for r in records],
-        metrics=conversation_metrics(graph, initial, records),
+        metrics=metrics,
         early_stop_turn=stop.turn if stop else None,
         early_stop_reason=stop.reason if stop else None,
-        metrics_at_early_stop=conversation_metrics(graph, initial, records[: stop.turn]) if stop else None,
-        agreement=_agreement(run, graph, records, file=file, prefix=prefix),
+        metrics_at_early_stop=at_stop,
+        agreement=agreement,
+        warnings=[f"{item}: {w.message}" for w in graph.warnings if w.code == "cycle"] + initial_warnings,
+        dc=readings,
     )
+
+
+def _proxy_dc(records: Sequence[TurnRecord]) -> tuple[float, float, float]:
+    """DC (F1, precision, recall) with the released code's legacy numerator min(|E_t ∩ Z_t|, n_up)."""
+    absorbed = sum(min(len(set(r.explained).intersection(r.teachable)), r.n_up) for r in records)
+    explained = sum(len(r.explained) for r in records)
+    teachable = sum(len(r.teachable) for r in records)
+    p = absorbed / explained if explained else 0.0
+    r = absorbed / teachable if teachable else 1.0
+    return f1(p, r), p, r
+
+
+def _with_dc(metrics: ConversationMetrics, dc: tuple[float, float, float]) -> ConversationMetrics:
+    return msgspec.structs.replace(metrics, dc=dc[0], dc_precision=dc[1], dc_recall=dc[2])
 
 
 def _turn(r: TurnRecord) -> ReplayTurn:
@@ -304,7 +366,7 @@ def replay_file(runs_path: str | os.PathLike[str], graphs_path: str | os.PathLik
     a list gives one entry per run in file order: its result, or a :class:`RunFailure` with its index
     and reason, so one run's unusable graph or broken field stops that run only. An unreadable or
     malformed file, or graphs file, raises."""
-    graphs = GraphSource.read(graphs_path)
+    graphs = GraphSource.read(graphs_path, cycles=preset.cycles)
     runs, many = read_runs(runs_path)
     if not many:
         return replay_run(runs[0], graphs, preset, file=str(runs_path))
@@ -330,6 +392,10 @@ def format_result(result: ReplayResult) -> str:
     m = result.metrics
     lines.append(f"KG {m.kg} (nkg {m.nkg:.3f})  DC {m.dc:.3f} (P {m.dc_precision:.3f}, R {m.dc_recall:.3f})  "
                  f"CO {m.co:.3f}  IC P {m.ic_precision:.3f} R {m.ic_recall:.3f}")
+    if result.dc is not None:
+        other = "definition" if result.dc.mode == "legacy_proxy" else "legacy_proxy"
+        lines.append(f"DC by {result.dc.mode} (the one above); by {other}: "
+                     f"{getattr(result.dc, other):.3f}")
     if result.early_stop_turn is not None:
         e = result.metrics_at_early_stop
         assert e is not None
@@ -341,6 +407,7 @@ def format_result(result: ReplayResult) -> str:
         a = result.agreement
         lines.append(f"agreement with the log over {a.turns_compared} turns: states {a.states}, loads {a.loads}, "
                      f"n_up {a.n_up}, overload flags {a.overload_flags}"
+                     + (f"; DC ({a.dc_mode}) {'equal' if a.dc else 'differs'}" if a.dc is not None else "")
                      + (f"; first mismatch at turn {a.first_mismatch['turn']} ({a.first_mismatch['what']})"
                         if a.first_mismatch else ""))
     return "\n".join(lines)

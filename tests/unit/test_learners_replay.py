@@ -146,7 +146,51 @@ def test_replay_json_under_the_released_preset_matches_the_hand_computation(file
     assert (result["early_stop_turn"], result["early_stop_reason"]) == (4, "overload")
     assert result["metrics_at_early_stop"]["kg"] == 2
     assert result["agreement"] == {"turns_compared": 4, "states": 4, "loads": 4, "n_up": 4, "overload_flags": 4,
-                                   "first_mismatch": None}
+                                   "first_mismatch": None, "dc": None, "dc_mode": None}
+    # DC both ways. The legacy proxy's numerator is min(|E_t ∩ Z_t|, n_up) per turn: min(1, 1), min(1, 0),
+    # min(1, 1), min(1, 0) = 2, so P = 2/9, R = 2/5 and F1 = 2/7; the definition counts |A| = 1: 1/7.
+    assert result["dc"] == {"mode": "definition", "definition": pytest.approx(1 / 7),
+                            "legacy_proxy": pytest.approx(2 / 7)}
+
+
+def test_a_log_flagged_with_the_legacy_proxy_is_replayed_with_its_dc(files, capsys):
+    """Rule (FIDELITY.md, "DC from the example logs"): a log the released code wrote without per-turn
+    |A_t| (``absorbed_ic_uses_legacy_proxy``) has its DC from the proxy min(|E_t ∩ Z_t|, n_up); the replay
+    computes it the same way, says so, and gives the definition's value beside it; --set forces either."""
+    cache, write = files
+    flagged = dict(RUN, metrics={"absorbed_ic_uses_legacy_proxy": True, "absorbed_ic_f1": 2 / 7})
+    code, out, _ = replay(capsys, write(flagged), "--graphs", cache, "--json")
+    result = json.loads(out)
+    assert code == 0 and result["metrics"]["dc"] == pytest.approx(2 / 7)
+    assert (result["metrics"]["dc_precision"], result["metrics"]["dc_recall"]) == (pytest.approx(2 / 9),
+                                                                                   pytest.approx(2 / 5))
+    assert result["dc"]["mode"] == "legacy_proxy" and result["dc"]["definition"] == pytest.approx(1 / 7)
+    assert (result["agreement"]["dc"], result["agreement"]["dc_mode"]) == (True, "legacy_proxy")
+    code, out, _ = replay(capsys, write(flagged), "--graphs", cache, "--json", "--set", "dc_numerator=definition")
+    forced = json.loads(out)
+    assert forced["metrics"]["dc"] == pytest.approx(1 / 7) and forced["agreement"]["dc"] is False
+    assert forced["agreement"]["dc_mode"] == "definition"
+    code, out, _ = replay(capsys, write(RUN), "--graphs", cache, "--set", "dc_numerator=legacy_proxy")
+    assert code == 0 and "DC 0.286" in out and "DC by legacy_proxy" in out
+
+
+def test_an_initial_state_keyed_by_bare_id_is_read_as_each_preset_reads_it(files, capsys):
+    """Rule (FIDELITY.md, "initial states"): the released code looks a state up by its label
+    ("IU2: Equivalent fractions"); a bare-id key ("IU2") names nothing there, so that IU starts unaware,
+    with a warning. The paper preset (simhub's reading) takes the id or the label."""
+    cache, write = files
+    bare = dict(RUN, initial_knowledge_state={**states("IU1", "", "IU3", "IU4"), "IU2": {"state": "partial_understanding"}})
+    for key in ("knowledge_state_history", "turn_metrics_history"):
+        del bare[key]
+    code, out, err = replay(capsys, write(bare), "--graphs", cache, "--json")
+    released = json.loads(out)
+    assert code == 0 and released["initial_states"]["IU2"] == "unaware"
+    assert any("initial_knowledge_state.IU2: a bare IU id; the released code looks states up by label "
+               "('IU2: Equivalent fractions'), so IU2 starts unaware there" in w for w in released["warnings"])
+    assert "warning: " in err
+    code, out, err = replay(capsys, write(bare), "--graphs", cache, "--json", "--preset", "paper")
+    paper = json.loads(out)
+    assert code == 0 and paper["initial_states"]["IU2"] == "partial_understanding" and paper["warnings"] == []
 
 
 def test_replay_json_under_the_paper_preset(files, capsys):
@@ -239,21 +283,59 @@ def test_bad_signals_and_unknown_items_are_named(files, capsys):
     assert code == 2 and "did you mean 'softening'" in err
 
 
-def test_a_cyclic_graph_stops_only_the_runs_that_use_it(files, capsys, tmp_path):
-    _, write = files
+def _loop_cache() -> dict:
+    """The chain with one more edge, IU4 -> IU2: the cycle IU3 -> IU4 -> IU2 -> IU3."""
     cache = copy.deepcopy(CACHE)
     cache["loop"] = copy.deepcopy(CACHE["frac_add_demo"])
     cache["loop"]["edges"].append({"from": "IU4", "to": "IU2", "delta_l": 0.4, "reason": "circular"})
+    return cache
+
+
+def test_a_cyclic_graph_is_refused_by_the_paper_and_ordered_as_the_released_code_does(files, capsys, tmp_path):
+    """Rule (FIDELITY.md, "IU graph"): the paper preset refuses a cycle, naming it, for the runs that use
+    its graph only; the released preset replays it as the released code does. Worked by hand: the released
+    code's depth-first depths (a prerequisite met again on the path counts 0) are IU1 0, IU3 1, IU4 2,
+    IU2 3, so a turn updates IU1, IU3, IU4, IU2 in that order with the live cascade. IU2 is then capped
+    by IU4, which never passes struggling before IU2 moves: the cycle holds IU2 at partial."""
+    _, write = files
     path = tmp_path / "cache2.json"
-    path.write_text(json.dumps(cache))
-    assert replay(capsys, write(RUN), "--graphs", str(path), "--json")[0] == 0
-    code, _, err = replay(capsys, write(dict(RUN, problem_id="loop")), "--graphs", str(path))
+    path.write_text(json.dumps(_loop_cache()))
+    assert replay(capsys, write(RUN), "--graphs", str(path), "--json", "--preset", "paper")[0] == 0
+    looped = dict(RUN, problem_id="loop", initial_knowledge_state=states("IU1", "IU2", "IU3", "IU4"),
+                  iu_analysis_history=[[entry("IU1"), entry("IU2"), entry("IU3", "well_explained"), entry("IU4")],
+                                       [entry("IU1"), entry("IU2"), entry("IU3"), entry("IU4", "well_explained")],
+                                       [entry("IU1"), entry("IU2", "well_explained"), entry("IU3"), entry("IU4")]])
+    for key in ("knowledge_state_history", "turn_metrics_history"):
+        del looped[key]
+    code, _, err = replay(capsys, write(looped), "--graphs", str(path), "--preset", "paper")
     assert code == 2 and "loop: cycle: " in err and "IU4" in err
-    # a list with a run on the cyclic graph: the other runs are replayed (the released MathQA example file)
-    code, out, err = replay(capsys, write([RUN, dict(RUN, problem_id="loop")], "two.json"), "--graphs", str(path),
-                            "--json")
+    code, out, err = replay(capsys, write(looped), "--graphs", str(path), "--json")  # released, the default
+    assert code == 0
+    result = json.loads(out)
+    assert [t["states"] for t in result["turns"]] == [
+        {"IU1": "knows_well", "IU2": "partial_understanding", "IU3": "partial_understanding", "IU4": "unaware"},
+        {"IU1": "knows_well", "IU2": "partial_understanding", "IU3": "partial_understanding", "IU4": "struggling"},
+        {"IU1": "knows_well", "IU2": "partial_understanding", "IU3": "partial_understanding", "IU4": "struggling"},
+    ]
+    assert [t["n_up"] for t in result["turns"]] == [1, 1, 0]
+    assert result["warnings"] == ["loop: cycle: IU3 -> IU4 -> IU2 -> IU3; ordered as the released code orders it "
+                                  "(a prerequisite met again on the path counts depth 0)"]
+    assert "warning: loop: cycle: IU3 -> IU4 -> IU2 -> IU3" in err
+    # a list with a run on the cyclic graph: under the paper preset the other runs are still replayed
+    code, out, err = replay(capsys, write([RUN, looped], "two.json"), "--graphs", str(path), "--json",
+                            "--preset", "paper")
     assert code == 1 and json.loads(out)[0]["item"] == "frac_add_demo"
     assert "run [1] not replayed" in err and "loop: cycle: " in err
+
+
+def test_learners_check_calls_a_cycle_an_error_for_the_paper_and_a_warning_for_the_released_code(tmp_path, capsys):
+    path = tmp_path / "cache2.json"
+    path.write_text(json.dumps(_loop_cache()))
+    assert main(["learners", "check", str(path)]) == 2
+    assert "loop: cycle: IU3 -> IU4 -> IU2 -> IU3" in capsys.readouterr().err
+    assert main(["learners", "check", str(path), "--preset", "released"]) == 0
+    out = capsys.readouterr().out
+    assert "loop: 4 IUs, 4 edges, depth 3" in out and "  cycle: cycle: IU3 -> IU4 -> IU2 -> IU3" in out
 
 
 def test_the_released_codes_own_example_logs_replay_exactly():
@@ -264,7 +346,6 @@ def test_the_released_codes_own_example_logs_replay_exactly():
     from pathlib import Path
 
     from simhub.learners import RELEASED
-    from simhub.learners.graph import GraphError
     from simhub.learners.replay import GraphSource, read_runs, replay_run
 
     root = os.environ.get("SIMHUB_KNOWSIM_DIR")
@@ -275,11 +356,9 @@ def test_the_released_codes_own_example_logs_replay_exactly():
     for log in sorted((root / "data" / "examples").glob("*_structured_*.json")):
         graphs = GraphSource.read(root / "data" / "iu_cache" / f"{'math' if log.name.startswith('math') else 'expertqa'}.json")
         runs, _ = read_runs(log)
+        graphs = GraphSource(graphs.raw, graphs.file, cycles=RELEASED.cycles)  # math_004's graph has a cycle
         for run in runs:
-            try:
-                result = replay_run(run, graphs, RELEASED, file=str(log))
-            except GraphError:  # the released math cache has cyclic graphs, which simhub refuses
-                continue
+            result = replay_run(run, graphs, RELEASED, file=str(log))
             turns = len(run["iu_analysis_history"])
             a = result.agreement
             assert (a.turns_compared, a.states, a.loads, a.n_up, a.overload_flags) == (turns,) * 5, (log.name, a)
@@ -291,7 +370,13 @@ def test_the_released_codes_own_example_logs_replay_exactly():
             assert m.co == pytest.approx(logged["perceived_overload_capacity"])
             assert (m.ic_precision, m.ic_recall) == (pytest.approx(logged["ic_precision"]),
                                                      pytest.approx(logged["ic_recall"]))
+            # DC as the code that wrote the log computed it: the legacy proxy, flagged
+            assert logged["absorbed_ic_uses_legacy_proxy"] and result.dc.mode == "legacy_proxy"
+            assert m.dc == pytest.approx(logged["absorbed_ic_f1"]) and a.dc is True
+            assert result.dc.definition < m.dc  # the proxy overcounts |A_t|
             if run.get("virtual_early_stop_turn") is not None:
                 assert result.early_stop_turn == run["virtual_early_stop_turn"] + 1  # the log counts from 0
+                e, at = result.metrics_at_early_stop, run["metrics_at_early_stop"]
+                assert e.kg == at["knowledge_gain"] and e.nkg == pytest.approx(at["normalized_knowledge_gain"])
             replayed += 1
-    assert replayed >= 3
+    assert replayed == 4  # two MathQA runs (math_004's graph is cyclic) and two ExpertQA runs
