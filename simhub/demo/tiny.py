@@ -241,7 +241,7 @@ def build_kit(output: str | os.PathLike[str], seed: int = 0, pretrain_steps: int
     shutil.rmtree(tmp, ignore_errors=True)
     tokenizer = build_tokenizer()
     tokenizer.save_pretrained(tmp / "tokenizer")
-    with pinned_threads(KIT_BUILD_THREADS, restore=True):
+    with pinned_threads(KIT_BUILD_THREADS):
         build_causal_lm(tmp / "llama", tokenizer, seed=seed, pretrain_steps=pretrain_steps)
         build_sequence_classifier(tmp / "llama-cls", list(ACTS), tokenizer, seed=seed)
     (tmp / "kit.json").write_text(json.dumps({"seed": seed, "pretrain_steps": pretrain_steps,

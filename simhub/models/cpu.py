@@ -85,10 +85,11 @@ _pinned: int | None = None
 
 
 @contextlib.contextmanager
-def pinned_threads(n: int, *, restore: bool = False) -> Iterator[None]:
+def pinned_threads(n: int, *, restore: bool = True) -> Iterator[None]:
     """Within the block, torch uses ``n`` threads whatever the load (the demo's builds, so that
-    they give the same models whatever else runs); with ``restore``, torch's thread count is set
-    back to what it was when the block ends (the tiny kit, built inside a test or a command)."""
+    they give the same models whatever else runs); when the block ends, torch's thread count is set
+    back to what it was (a build inside a command or a test leaves the process's count as it found
+    it), unless ``restore`` is false."""
     global _pinned
     torch = sys.modules.get("torch")
     threads = torch.get_num_threads() if torch is not None else None

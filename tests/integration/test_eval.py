@@ -112,6 +112,9 @@ def test_a_rerun_loads_no_model_and_the_first_miss_does(tmp_path, cache, tiny_pr
     write_jsonl(data, [*dialogues, msgspec.structs.replace(dialogues[0], id=f"{dialogues[0].id}-again")])
     args = ["--simulator", "tiny-student", "--data", str(data), "--cache-dir", cache]
     first, second, third = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    # Each eval as a fresh process: a model an earlier test in this worker loaded would be shared with
+    # its batch size (the first caller's), and scores computed in other batches differ in the last bits.
+    unload_models()
     _eval([*args, "--output", str(first)])
     unload_models()
     calls = {"simulate": 0, "acts": 0}

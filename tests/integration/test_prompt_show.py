@@ -90,7 +90,7 @@ def test_a_simulator_prompt_needs_no_weights_and_works_offline(data, capsys, mon
     assert main(["prompt", "show", "--profile", "paper-8b", "--simulator", "student-sft-8b", "--data", str(path),
                  "--dialogue", d.id, "--turn", str(turn)]) == 0
     text = capsys.readouterr().out
-    assert text.startswith("[system]\n") and f"[user]\n" in text and d.turns[turn - 1].content in text
+    assert text.startswith("[system]\n") and "[user]\n" in text and d.turns[turn - 1].content in text
     assert "(note: these are the messages; the text after meta-llama/Llama-3.1-8B-Instruct's chat template needs its " \
            "tokenizer, which could not be loaded here" in text
     # with the tokenizer at hand (the tiny kit's), the templated text, still without loading the model

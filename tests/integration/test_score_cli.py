@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -256,4 +257,5 @@ def test_score_shows_its_own_bars_and_none_of_transformers(items_file, tmp_path,
                           env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert "Loading weights" not in done.stderr and "Writing model shards" not in done.stderr
-    assert "acts: 100%" in done.stderr  # simhub's own bar, one per metric
+    # simhub's own bar, one per metric; stderr is not a terminal here, so a bar is plain lines, no "\r" frames
+    assert re.search(r"acts: (\d+)/\1 turn \[", done.stderr) and "\r" not in done.stderr
