@@ -191,13 +191,15 @@ def _tutor_bench(args: argparse.Namespace) -> int:
     judge = build_termination_judge(args.termination_judge, profile, options) if args.termination_judge else None
     tutors = [build_bench_tutor(t, profile, options) for t in dict.fromkeys(args.tutor)]
     items = load_items(args.items, args.n)
+    starts, starts_info = _canonical_starts(args.initial_states, items, levels)
     bench = Bench(tutors, learner, extractor, preset,
                   BenchOptions(seed=args.seed, batch=args.batch, full_length=args.full_length, max_tokens=args.max_tokens,
                                cache_dir=args.cache_dir, no_cache=args.no_cache),
                   args.output, preset_name=args.preset,
                   info={"profile": raw.source or raw.name, "items": args.items, "n": args.n, "levels": levels,
                         "tutors": list(dict.fromkeys(args.tutor)), "learner_name": args.learner,
-                        "extractor_name": args.extractor}, shadow=shadow, rater=rater, termination_judge=judge)
+                        "extractor_name": args.extractor}, shadow=shadow, rater=rater, termination_judge=judge,
+                  starts=starts, starts_info=starts_info)
     done = {"n": 0}
     total = len(tutors) * len(items) * len(levels)
 
@@ -309,6 +311,9 @@ def _kt_bench(args: argparse.Namespace) -> int:
         if getattr(args, flag):
             raise ConfigError(f"--{flag.replace('_', '-')}: not for --learner kt-learner (its judges are not built)",
                               field=flag)
+    if args.initial_states:
+        raise ConfigError("--initial-states: KnowSim's starting states are for the knowledge-state learner, not "
+                          "--learner kt-learner", field="initial_states")
     if args.extractor != "offline":
         raise ConfigError("--extractor: the KT learner reads graded answers, not turns; leave it out", field="extractor")
     if args.rescore:
@@ -414,6 +419,34 @@ def _kt_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _canonical_starts(path: str | None, items, levels) -> tuple[dict, dict]:
+    """``--initial-states FILE``: KnowSim's canonical starts for the items and levels it has (read from a
+    local clone, never copied here); the others start from the level's ratios, as without the file."""
+    if not path:
+        return {}, {}
+    import hashlib
+    from pathlib import Path
+
+    from simhub.errors import DataError
+    from simhub.learners.replay import read_canonical_starts, states_from_log
+
+    table = read_canonical_starts(path)
+    starts = {}
+    for item in items:
+        for level in levels:
+            raw = table.get(item.id, {}).get(level)
+            if raw is not None:
+                starts[(item.id, level)] = states_from_log(item.graph, raw, file=path, field=f"{item.id}.{level}")
+    if not starts:
+        raise DataError(f"--initial-states {path}: none of the {len(items)} items ({', '.join(i.id for i in items[:3])}"
+                        f"{', ...' if len(items) > 3 else ''}) has a starting state there", field="initial_states")
+    print(f"starting states from {path} for {len(starts)} of {len(items) * len(levels)} (item, level) pairs; the "
+          "others start from the level's ratios", file=sys.stderr)
+    info = {"file": Path(path).name, "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest(),
+            "pairs": sorted(f"{i}/{lv}" for i, lv in starts)}
+    return starts, info
+
+
 def register(sub) -> None:
     p = sub.add_parser("tutor-bench", help="rank tutors by what a knowledge-state learner learns from them (KG, DC, CO)",
                        description="Run a tutor bench (--output DIR), rescore one (--rescore), or check it against "
@@ -445,6 +478,9 @@ def register(sub) -> None:
                    "graphs) or an IU graph file whose graphs carry their question (default: sample)")
     p.add_argument("--levels", default="novice,intermediate,advanced", help="comma-separated: novice, intermediate, "
                    "advanced (default: all three)")
+    p.add_argument("--initial-states", metavar="FILE", help="KnowSim's canonical starting states (its repository's "
+                   "data/init_ks_cache.json): the items and levels it has start there, the others from the level's "
+                   "ratios (docs/tutor-bench.md)")
     p.add_argument("--n", type=int, help="use the first N items")
     p.add_argument("--seed", type=int, default=0, help="seed of the learners, the sampling and the bootstrap (default 0)")
     p.add_argument("--preset", default="paper", help="the learner's rules: paper or released (default: paper)")

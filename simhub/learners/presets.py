@@ -63,6 +63,11 @@ class Preset(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     overload_at_capacity: bool = False
 
     # -- absorption
+    #: The prerequisite states the update's ceiling reads: ``live`` (a prerequisite that advanced
+    #: earlier in the same turn already lifts its dependents: the released code, and simhub's reading
+    #: of the paper) or ``pre_turn`` (the states entering the turn, the other reading of the paper's
+    #: "pre-turn prerequisite states processed in topological order"; FIDELITY.md).
+    ceiling_states: Literal["live", "pre_turn"] = "live"
     #: Steps a well-explained IU advances (before the ceiling and the dropoff).
     well_explained_steps: int = 1
     #: Shallow teaching lifts only unaware -> struggling (and nothing above).

@@ -155,6 +155,35 @@ def states_from_log(graph: ValidatedGraph, raw: Any, *, file: str, field: str, l
     return KnowledgeState(states=states, progress=progress)
 
 
+def read_canonical_starts(path: str | os.PathLike[str]) -> dict[str, dict[str, Mapping[str, Any]]]:
+    """KnowSim's canonical starting states (its repository's ``data/init_ks_cache.json``), as item ->
+    level -> the state mapping (keyed by label, as its logs are). The file's layout is task -> item ->
+    level -> state; the tasks are merged (their item ids differ) and ``_meta`` is skipped. A file that
+    is not such a mapping is a DataError naming the file and the place."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read the starting states ({exc.strerror or exc})", file=str(path),
+                        field="initial_states") from None
+    except ValueError as exc:
+        raise DataError(f"{path}: not valid JSON: {exc}", file=str(path), field="initial_states") from None
+    if not isinstance(data, Mapping):
+        raise DataError(f"{path}: expected task -> item -> level -> states", file=str(path), field="initial_states")
+    out: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for task, items in data.items():
+        if str(task).startswith("_"):
+            continue
+        if not isinstance(items, Mapping):
+            raise DataError(f"{path}: {task}: expected item -> level -> states", file=str(path), field=str(task))
+        for item, levels in items.items():
+            if not isinstance(levels, Mapping) or not all(isinstance(v, Mapping) for v in levels.values()):
+                raise DataError(f"{path}: {task}.{item}: expected level -> states", file=str(path),
+                                field=f"{task}.{item}")
+            out[str(item)] = {str(level): states for level, states in levels.items()}
+    return out
+
+
 def signals_from_log(graph: ValidatedGraph, entries: Any, *, file: str, field: str) -> dict[str, IUSignal]:
     """One turn of ``iu_analysis_history`` as signals, in the log's order.
 

@@ -203,6 +203,7 @@ def update(graph: ValidatedGraph, state: KnowledgeState, signals: Signals, prese
     teachable = [iu for iu in graph.ids if pre[iu] != KNOWS_WELL and _ceiling_in(pre, prereqs[iu]) >= PARTIAL]
 
     live = dict(pre)
+    ceiling_from = pre if preset.ceiling_states == "pre_turn" else live  # live: the cascade inside the turn
     progress: dict[str, float] = {}
     old_progress = state.progress
     for iu in graph.order:
@@ -211,7 +212,7 @@ def update(graph: ValidatedGraph, state: KnowledgeState, signals: Signals, prese
         if sig is None or sig.teaching_quality == "not_mentioned":
             intended = 0
         else:
-            intended = propose(sig.teaching_quality, previous, _ceiling_in(live, prereqs[iu]), preset) - previous
+            intended = propose(sig.teaching_quality, previous, _ceiling_in(ceiling_from, prereqs[iu]), preset) - previous
         old = old_progress.get(iu, 0.0)
         if intended > 0 and eta < 1.0:
             factor = iu_eta.get(iu, eta)

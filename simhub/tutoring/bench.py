@@ -186,8 +186,13 @@ class Bench:
     def __init__(self, tutors: Sequence[BenchTutor], learner: Learner, extractor: Extractor, preset: Preset,
                  options: BenchOptions, output: str | os.PathLike[str], *, preset_name: str = "paper",
                  info: Mapping[str, Any] | None = None, shadow: Extractor | None = None,
-                 rater: IQRater | None = None, termination_judge: TerminationJudge | None = None):
+                 rater: IQRater | None = None, termination_judge: TerminationJudge | None = None,
+                 starts: Mapping[tuple[str, str], KnowledgeState] | None = None,
+                 starts_info: Mapping[str, Any] | None = None):
         self.tutors, self.learner, self.extractor, self.preset = list(tutors), learner, extractor, preset
+        #: Given starting states by (item, level) (KnowSim's canonical starts); the others are derived from
+        #: the level's ratios. ``starts_info`` names their source in the settings.
+        self.starts, self.starts_info = dict(starts or {}), dict(starts_info or {})
         #: A second extractor run on every turn, only to report its agreement with ``extractor``.
         self.shadow = shadow
         #: Rates every finished conversation's interaction quality once (IQ), when set.
@@ -214,6 +219,7 @@ class Bench:
                 "preset_fields": msgspec.to_builtins(self.preset), "seed": self.options.seed,
                 "full_length": self.options.full_length, "temperature": self.options.temperature,
                 "max_tokens": self.options.max_tokens,
+                **({"initial_states": self.starts_info} if self.starts_info else {}),
                 **({"iq_rater": self.rater.describe()} if self.rater else {}),
                 **({"termination_judge": self.termination_judge.describe()} if self.termination_judge else {})}
 
@@ -249,7 +255,7 @@ class Bench:
                         if on_trace:
                             on_trace(cached)
                         continue
-                    start = initial_state(item.graph, level)
+                    start = self.starts.get((item.id, level)) or initial_state(item.graph, level)
                     todo.append(_Conv(tutor, item, level, path, start, start))
         for k in range(0, len(todo), max(1, self.options.batch)):
             chunk = self._run_chunk(todo[k:k + self.options.batch])

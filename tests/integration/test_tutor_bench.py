@@ -365,3 +365,36 @@ def test_advanced_learners_stop_after_one_turn_under_the_paper_preset_only(tmp_p
         if preset == "released":
             assert max(len(t.scored_turns) for t in bench.traces) > 1
     assert stops == {"paper": {"advanced": (4, 4)}, "released": {}}
+
+
+def test_canonical_starting_states_replace_the_ratio_table_where_the_file_has_them(tmp_path, capsys):
+    """`--initial-states FILE` reads KnowSim's canonical starts (its init_ks_cache.json layout: task ->
+    item -> level -> label -> {"state"}): an (item, level) the file has starts there, the others from the
+    level's ratios; the file is named in the run's settings; a file with none of the items exits 2, and
+    the KT learner refuses the flag."""
+    from simhub.learners.state import initial_state
+    from simhub.tutoring.bench import load_items
+
+    first, second = load_items("sample", 2)
+    given = {first.graph.label(iu): {"state": "knows_well" if k == 0 else "unaware"}
+             for k, iu in enumerate(first.graph.ids)}
+    starts = tmp_path / "init_ks_cache.json"
+    starts.write_text(json.dumps({"_meta": {"description": "test"}, "competition_math": {first.id: {"novice": given}}}))
+    out = tmp_path / "run"
+    assert main(["tutor-bench", "--tutor", "scripted:stepwise", "--n", "2", "--levels", "novice", "--output",
+                 str(out), "--no-cache", "--initial-states", str(starts), *FAST]) == 0
+    assert "starting states from" in capsys.readouterr().err
+    by_item = {t.item: t for t in map(read_trace, sorted((out / TRACES).glob("*.json")))}
+    assert by_item[first.id].initial.states == {iu: "knows_well" if k == 0 else "unaware"
+                                                for k, iu in enumerate(first.graph.ids)}
+    assert by_item[second.id].initial.states == initial_state(second.graph, "novice").states
+    settings = _results(out)["settings"]["initial_states"]
+    assert settings["file"] == "init_ks_cache.json" and settings["pairs"] == [f"{first.id}/novice"]
+    elsewhere = tmp_path / "other.json"
+    elsewhere.write_text(json.dumps({"expertqa": {"expertqa_001": {"novice": {}}}}))
+    assert main(["tutor-bench", "--tutor", "scripted:stepwise", "--n", "2", "--levels", "novice", "--output",
+                 str(tmp_path / "none"), "--initial-states", str(elsewhere), *FAST]) == 2
+    assert "has a starting state there" in capsys.readouterr().err
+    assert main(["tutor-bench", "--learner", "kt-learner", "--tutor", "scripted:silent", "--output",
+                 str(tmp_path / "kt"), "--initial-states", str(starts)]) == 2
+    assert "--initial-states: KnowSim's starting states are for the knowledge-state learner" in capsys.readouterr().err

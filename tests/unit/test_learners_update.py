@@ -152,6 +152,23 @@ def test_live_cascade_inside_a_turn_but_the_pre_turn_snapshot_for_the_zpd():
     assert r.advanced == ("X1", "X2") and r.n_up == 2 and r.gain == 2
 
 
+def test_the_pre_turn_reading_of_the_ceiling_rule_stops_the_cascade():
+    """Rule (FIDELITY.md, "prerequisite ceiling: live or pre-turn", ambiguous): with ``ceiling_states:
+    pre_turn`` the ceiling reads the states entering the turn, so X2, capped by X1's pre-turn struggling,
+    stays struggling although X1 reaches partial in the same turn; the live reading (the default, and the
+    released code's) lets both advance."""
+    import msgspec
+
+    g = graph(10, [("X1", "X2")])
+    s = state(g, {"X1": "struggling", "X2": "struggling"})
+    signals = {"X1": sig(WELL), "X2": sig(WELL)}
+    live = update(g, s, signals, PAPER)
+    pre_turn = update(g, s, signals, msgspec.structs.replace(PAPER, ceiling_states="pre_turn"))
+    assert (live.state.states["X1"], live.state.states["X2"]) == ("partial_understanding", "partial_understanding")
+    assert (pre_turn.state.states["X1"], pre_turn.state.states["X2"]) == ("partial_understanding", "struggling")
+    assert pre_turn.n_up == 1 and live.n_up == 2
+
+
 def test_the_absorbed_set_reads_the_ceiling_per_preset():
     # X1 (partial) and X2 (struggling) -> X3 (struggling); X2 and X3 are taught. X2 reaches partial, so X3
     # advances through the live ceiling. Before the turn its weakest prerequisite was struggling (paper:
