@@ -380,3 +380,29 @@ def test_the_released_codes_own_example_logs_replay_exactly():
                 assert e.kg == at["knowledge_gain"] and e.nkg == pytest.approx(at["normalized_knowledge_gain"])
             replayed += 1
     assert replayed == 4  # two MathQA runs (math_004's graph is cyclic) and two ExpertQA runs
+
+
+def test_an_iu_the_initial_state_leaves_out_starts_unaware_and_counts_in_the_headroom(files, capsys):
+    """Rule (FIDELITY.md, "NKG's headroom"): an IU the initial state leaves out starts unaware, and NKG's
+    headroom Σ(3 − s_0) runs over every IU of the graph (the released recompute tool's denominator): here
+    IU1 known well, IU2 partial, IU3 struggling and IU4 left out give 0 + 1 + 2 + 3 = 6."""
+    cache, write = files
+    partial = dict(RUN, initial_knowledge_state=states("IU1", "IU2", "IU3"))
+    for key in ("knowledge_state_history", "turn_metrics_history"):
+        del partial[key]
+    code, out, _ = replay(capsys, write(partial), "--graphs", cache, "--json")
+    result = json.loads(out)
+    assert code == 0 and result["initial_states"]["IU4"] == "unaware"
+    assert result["metrics"]["nkg"] == pytest.approx(result["metrics"]["kg"] / 6)
+
+
+def test_an_iu_twice_in_one_turn_and_a_state_key_outside_the_graph_are_refused(files, capsys):
+    """docs/learners.md, "Two more refusals": each exits 2 naming the file and the place."""
+    cache, write = files
+    twice = copy.deepcopy(RUN)
+    twice["iu_analysis_history"][2].append(entry("IU4"))
+    code, _, err = replay(capsys, write(twice, "twice.json"), "--graphs", cache)
+    assert code == 2 and "twice.json: iu_analysis_history[2][4].id: IU IU4 appears twice in one turn" in err
+    foreign = dict(RUN, initial_knowledge_state={**states("IU1", "IU2", "IU3", "IU4"), "IU9: Ratios": {"state": "unaware"}})
+    code, _, err = replay(capsys, write(foreign, "foreign.json"), "--graphs", cache)
+    assert code == 2 and "foreign.json: initial_knowledge_state: 'IU9: Ratios' names no IU of graph frac_add_demo" in err
