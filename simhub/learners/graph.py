@@ -82,7 +82,8 @@ class GraphWarning:
     """Something a graph author should look at; the graph is still usable.
 
     ``code`` is one of ``size``, ``delta_l``, ``delta_l_mismatch``, ``orphan``, ``isolated``,
-    ``duplicate_edge``; ``subject`` the IU (``IU3``) or edge (``IU1->IU3``) it is about.
+    ``duplicate_edge`` and, where cycles are ordered rather than refused, ``cycle``; ``subject`` the IU
+    (``IU3``) or edge (``IU1->IU3``) it is about.
     """
 
     code: str
@@ -194,8 +195,8 @@ def validate_graph(graph: IUGraph, *, name: str = "graph", file: str | None = No
         if cycles != "released" or not str(exc).startswith(where + "cycle: "):
             raise
         cycle = str(exc).removeprefix(where + "cycle: ")
-        warnings.append(GraphWarning("cycle", exc.iu or "", f"cycle: {cycle}; ordered as the released code "
-                                     "orders it (a prerequisite met again on the path counts depth 0)"))
+        warnings.append(GraphWarning("cycle", exc.iu or "", f"{cycle}; ordered as the released code orders it "
+                                     "(a prerequisite met again on the path counts depth 0)"))
         depth = _released_depths(ids, prereqs)
     order = tuple(sorted(ids, key=lambda iu: (depth[iu], index[iu])))
     neighbours = {iu: tuple(sorted(set(prereqs[iu]) | set(children[iu]))) for iu in ids}

@@ -309,7 +309,7 @@ def replay_run(run: Any, graphs: GraphSource | Mapping[str, IUGraph | ValidatedG
         early_stop_reason=stop.reason if stop else None,
         metrics_at_early_stop=at_stop,
         agreement=agreement,
-        warnings=[f"{item}: {w.message}" for w in graph.warnings if w.code == "cycle"] + initial_warnings,
+        warnings=[f"{item}: cycle: {w.message}" for w in graph.warnings if w.code == "cycle"] + initial_warnings,
         dc=readings,
     )
 

@@ -335,7 +335,7 @@ def test_learners_check_calls_a_cycle_an_error_for_the_paper_and_a_warning_for_t
     assert "loop: cycle: IU3 -> IU4 -> IU2 -> IU3" in capsys.readouterr().err
     assert main(["learners", "check", str(path), "--preset", "released"]) == 0
     out = capsys.readouterr().out
-    assert "loop: 4 IUs, 4 edges, depth 3" in out and "  cycle: cycle: IU3 -> IU4 -> IU2 -> IU3" in out
+    assert "loop: 4 IUs, 4 edges, depth 3" in out and "  cycle: IU3 -> IU4 -> IU2 -> IU3; ordered as the released" in out
 
 
 def test_the_released_codes_own_example_logs_replay_exactly():
