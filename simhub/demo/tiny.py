@@ -217,24 +217,54 @@ KIT_PRETRAIN_STEPS = 60
 KIT_BUILD_THREADS = 2
 
 
-def build_kit(output: str | os.PathLike[str], seed: int = 0, pretrain_steps: int = KIT_PRETRAIN_STEPS) -> dict[str, Path]:
+def build_kit(output: str | os.PathLike[str], seed: int = 0, pretrain_steps: int = KIT_PRETRAIN_STEPS, *,
+              fresh_process: bool = True) -> dict[str, Path]:
     """Build the whole kit under ``output``: ``tokenizer/``, ``llama/`` (causal LM, briefly
     pre-trained on the sample corpus) and ``llama-cls/`` (sequence classifier).
 
-    Building is deterministic and takes seconds; an existing complete kit is reused. The bytes do not
-    depend on the load or on what ran before in the process: the pre-training runs on
-    :data:`KIT_BUILD_THREADS` threads whatever torch's thread count was (and it is restored after).
+    Building is deterministic and takes seconds; an existing complete kit is reused. The bytes depend
+    on nothing but ``seed`` and ``pretrain_steps``: the build runs in a fresh Python process of its own
+    (``fresh_process``), so nothing an earlier step left in the caller's process (a thread count, a
+    library's global setting) reaches it, and its pre-training runs on :data:`KIT_BUILD_THREADS`
+    threads whatever the load.
     """
-    import torch  # noqa: F401  (loaded before the threads are pinned: pinning sets a loaded torch's count)
-
-    from simhub.models.cpu import pinned_threads
-    from simhub.schema import ACTS
-
     out = Path(output)
     names = ("tokenizer", "llama", "llama-cls")
     paths = {name: out / name for name in names}
     if (out / "kit.json").is_file() and all(p.is_dir() for p in paths.values()):
         return paths
+    if fresh_process:
+        _build_in_a_fresh_process(out, seed, pretrain_steps)
+    else:
+        _build_here(out, seed, pretrain_steps)
+    return paths
+
+
+def _build_in_a_fresh_process(out: Path, seed: int, pretrain_steps: int) -> None:
+    import subprocess
+    import sys
+
+    import simhub
+    from simhub.errors import SimhubError
+
+    code = ("import sys; from simhub.demo.tiny import build_kit; "
+            "build_kit(sys.argv[1], seed=int(sys.argv[2]), pretrain_steps=int(sys.argv[3]), fresh_process=False)")
+    # The child imports this simhub (a source tree on sys.path included), not another install.
+    root = str(Path(simhub.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    done = subprocess.run([sys.executable, "-c", code, str(out), str(seed), str(pretrain_steps)], env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not (out / "kit.json").is_file():
+        tail = "\n".join(done.stderr.strip().splitlines()[-8:])
+        raise SimhubError(f"building the tiny model kit in {out} failed (exit {done.returncode}):\n{tail}")
+
+
+def _build_here(out: Path, seed: int, pretrain_steps: int) -> None:
+    import torch  # noqa: F401  (loaded before the threads are pinned: pinning sets a loaded torch's count)
+
+    from simhub.models.cpu import pinned_threads
+    from simhub.schema import ACTS
+
     # Built in a private folder and renamed into place, so an interrupted or concurrent build never
     # leaves a half-written kit behind.
     tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
@@ -252,4 +282,3 @@ def build_kit(output: str | os.PathLike[str], seed: int = 0, pretrain_steps: int
         shutil.rmtree(out, ignore_errors=True)
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp.rename(out)
-    return paths

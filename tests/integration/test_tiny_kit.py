@@ -87,7 +87,7 @@ def test_cli_tiny_kit_is_deterministic(tiny_kit, tmp_path, capsys):
     torch.set_num_threads(4)  # as a thread policy under a faked core count once left it
     try:
         assert main(["tiny", "--output", str(tmp_path / "k")]) == 0
-        assert torch.get_num_threads() == 4  # the build pins its own count and restores the caller's
+        assert torch.get_num_threads() == 4  # the build runs in a process of its own: the caller's count is kept
     finally:
         torch.set_num_threads(before)
     assert "llama:" in capsys.readouterr().out
