@@ -38,6 +38,25 @@ COMMAND_MODULES = (
 COMMAND_EXTRAS = {"serve": "serve", "train": "train", "dpo": "train", "tiny": "metrics", "smol": "metrics", "score": "metrics",
                   "kt-cutoffs": "metrics", "prompt": "metrics", "simulate": "metrics", "eval": "metrics",
                   "annotate": "metrics", "report": "report", "publish": "publish"}
+#: The page that documents each command (named at the end of its ``--help``); every command is also
+#: in the generated reference, ``docs/reference/cli.md``.
+COMMAND_DOCS = {
+    "data": "README.md, \"Data: Eedi QATD-2k\"", "smol": "README.md, \"A real instruct model offline\"",
+    "tiny": "README.md, \"Quick start\"", "score": "README.md, \"Metrics\"", "kt-cutoffs": "README.md, \"Metrics\"",
+    "prompt": "README.md, \"Profiles\"", "train": "README.md, \"Training, offline RL and publishing\"",
+    "dpo": "README.md, \"Training, offline RL and publishing\"",
+    "publish": "README.md, \"Training, offline RL and publishing\"",
+    "pull": "README.md, \"Training, offline RL and publishing\"", "serve": "README.md, \"Serving\"",
+    "simulate": "README.md, \"Evaluating a simulator\"", "eval": "README.md, \"Evaluating a simulator\"",
+    "compare": "README.md, \"Evaluating a simulator\"", "report": "README.md, \"Evaluating a simulator\"",
+    "rollout": "README.md, \"Dialogue-level realism\"", "eval-dialogues": "README.md, \"Dialogue-level realism\"",
+    "annotate": "README.md, \"Labelling new dialogues\"", "learners": "docs/learners.md",
+    "tutor-bench": "docs/tutor-bench.md (and docs/kt-learner.md for --learner kt-learner)",
+    "human-eval": "docs/human-eval.md",
+}
+#: The generated reference of every command and option.
+CLI_REFERENCE = "docs/reference/cli.md"
+
 #: Extras that include others (``train`` installs ``metrics``), so a command's extra can stand for a module's.
 _INCLUDES = {"train": {"metrics"}, "serve": {"metrics"}, "evaluate": {"metrics"}}
 _RST_ROLE = re.compile(r":[\w:]+:`~?([^`]+)`|``([^`]+)``|`([^`]+)`")
@@ -74,6 +93,9 @@ class _Parser(argparse.ArgumentParser):
             if text and "description" not in options:
                 text = text.replace("%%", "%")
                 options["description"] = text[0].upper() + text[1:] + ("" if text.endswith(".") else ".")
+            if self.prog == "simhub" and "epilog" not in options:  # a command: the page that documents it
+                options["epilog"] = (f"Documented in {COMMAND_DOCS.get(name, CLI_REFERENCE)}; every option of "
+                                     f"every command: {CLI_REFERENCE}.")
             return add_parser(name, **options)
 
         action.add_parser = add_with_description
@@ -88,7 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     from simhub import __version__
 
     parser = _Parser(prog="simhub", description="Simulated students in tutoring dialogues: data, realism "
-                     "metrics, simulators, training and the service.")
+                     "metrics, simulators, training and the service.",
+                     epilog=f"Start with README.md; every command and option: {CLI_REFERENCE}; the rules simhub "
+                            "follows and where it deviates: FIDELITY.md.")
     parser.add_argument("--version", action="version", version=f"simhub {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:

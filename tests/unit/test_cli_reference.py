@@ -1,0 +1,52 @@
+"""The generated command-line reference (docs/reference/cli.md) and the page each command's help names."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from simhub.cli import CLI_REFERENCE, COMMAND_DOCS, build_parser
+from simhub.cli.reference import CLI_PAGE, cli_markdown, walk
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_reference_page_is_what_the_parsers_give():
+    """A flag added, removed or reworded without `python scripts/gen_reference.py` fails here."""
+    assert (REPO / CLI_PAGE).read_text(encoding="utf-8") == cli_markdown(), \
+        "docs/reference/cli.md is out of date: run python scripts/gen_reference.py"
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_reference.py"), "--check"], cwd=REPO,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_reference_lists_every_command_and_option():
+    page = cli_markdown()
+    commands = list(walk(build_parser()))
+    assert len(commands) > 30
+    for prog, parser in commands:
+        assert f"`{prog}`" in page, prog
+        for action in parser._actions:
+            for flag in action.option_strings:
+                if flag not in ("-h", "--help"):
+                    assert f"`{flag}`" in page, (prog, flag)
+    assert "| `--metrics` |" in page and "95% CIs" in page and "%%" not in page
+
+
+def test_every_command_s_help_ends_with_the_page_that_documents_it():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^#{2,3} (.+)$", readme, re.M)
+    top = build_parser()
+    (sub,) = [a for a in top._actions if a.__class__.__name__ == "_SubParsersAction"]
+    assert set(COMMAND_DOCS) == set(sub.choices)  # every command has its page
+    for name, parser in sub.choices.items():
+        page = COMMAND_DOCS[name]
+        assert " ".join(parser.format_help().split()).endswith(f"every option of every command: {CLI_REFERENCE}."), name
+        path, _, section = page.partition(", ")
+        assert (REPO / path.split(" ")[0]).is_file(), page
+        if section:  # a README section: its heading starts with the quoted words
+            words = section.strip('"')
+            assert any(h.startswith(words) for h in headings), (name, words)
+    assert " ".join(top.format_help().split()).endswith("where it deviates: FIDELITY.md.")
