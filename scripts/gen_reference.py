@@ -1,4 +1,5 @@
-"""Write the generated reference pages (docs/reference/): the command-line reference from the parsers.
+"""Write the generated reference pages (docs/reference/): the command-line reference from the parsers,
+and the metric cards from the metrics' declared metadata.
 
     python scripts/gen_reference.py          # write them
     python scripts/gen_reference.py --check  # exit 1 when a page is not what the code gives
@@ -10,12 +11,13 @@ import sys
 from pathlib import Path
 
 from simhub.cli.reference import CLI_PAGE, cli_markdown
+from simhub.metrics.cards import METRICS_PAGE, metrics_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def main(argv: list[str]) -> int:
-    pages = {ROOT / CLI_PAGE: cli_markdown()}
+    pages = {ROOT / CLI_PAGE: cli_markdown(), ROOT / METRICS_PAGE: metrics_markdown()}
     stale = [path for path, text in pages.items() if not path.is_file() or path.read_text(encoding="utf-8") != text]
     if "--check" in argv:
         for path in stale:

@@ -21,6 +21,9 @@ _REGISTRY: dict[str, str] = {
     "tutor_response": "simhub.metrics.tutor_response:TutorResponse",
 }
 
+#: The built-in metrics, in the paper's order (plug-ins come after them in the registry).
+BUILTIN_METRICS: tuple[str, ...] = tuple(_REGISTRY)
+
 _METRICS: LazyRegistry[type[Metric]] = LazyRegistry(
     "metric", _REGISTRY, group="simhub.metrics",
     unknown=lambda name, known: UnknownNameError("metric", name, known, field="metrics"))

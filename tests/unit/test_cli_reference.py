@@ -50,3 +50,21 @@ def test_every_command_s_help_ends_with_the_page_that_documents_it():
             words = section.strip('"')
             assert any(h.startswith(words) for h in headings), (name, words)
     assert " ".join(top.format_help().split()).endswith("where it deviates: FIDELITY.md.")
+
+
+def test_the_metric_cards_are_what_the_metrics_declare():
+    """docs/reference/metrics.md: one card per output of every built-in metric, from its declared
+    metadata (a metric's range, direction or null rule changed without regenerating the page fails)."""
+    from simhub.metrics import metric_class
+    from simhub.metrics.cards import METRICS_PAGE, metrics_markdown
+    from simhub.metrics.registry import BUILTIN_METRICS
+
+    page = metrics_markdown()
+    assert (REPO / METRICS_PAGE).read_text(encoding="utf-8") == page
+    names = [o.name for m in BUILTIN_METRICS for o in metric_class(m).outputs]
+    assert names == ["acts", "correctness", "errors", "knowledge", "cosine", "rouge_l", "tutor_response"]
+    for name in names:
+        assert f"(`{name}`)" in page and f"--metrics {name} " in page
+    rouge = page.split("(`rouge_l`)")[1].split("\n## ")[0]
+    assert "- **Needs:** no model (text only)" in rouge and "- **Null when:** never" in rouge
+    assert "- **Range:** [-1, 1]" in page.split("(`cosine`)")[1].split("\n## ")[0]

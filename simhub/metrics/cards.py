@@ -1,0 +1,67 @@
+"""One card per metric output, generated from what each metric declares (``docs/reference/metrics.md``).
+
+A card gives what the output measures (the metric class's own description), its range and direction,
+when it is null, whether it is binary, the summary statistics it adds, the model it needs (the profile
+key) and a command that computes it. Only the built-in metrics are carded: a plug-in's card comes with
+its own package. ``python scripts/gen_reference.py`` writes the page; a test checks it is current.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from simhub.metrics.base import Output
+from simhub.metrics.registry import BUILTIN_METRICS, metric_class
+
+#: Where the page lives in the repository.
+METRICS_PAGE = "docs/reference/metrics.md"
+
+_ROLE = re.compile(r":[\w:]+:`~?([^`]+)`|``([^`]+)``")
+
+
+def _plain(text: str) -> str:
+    return _ROLE.sub(lambda m: next(g for g in m.groups() if g is not None), text)
+
+
+def _first_paragraph(doc: str | None) -> str:
+    paragraph = (doc or "").strip().split("\n\n")[0]
+    return " ".join(_plain(paragraph).split())
+
+
+def _bound(value: float) -> str:
+    return "∞" if math.isinf(value) else f"{value:g}"
+
+
+def card(output: Output, metric: str) -> str:
+    """The card of one output of the registered metric ``metric``."""
+    cls = metric_class(metric)
+    model = (f"a model: the profile's `scoring.metrics.{cls.config_key}`" if cls.config_key
+             else "no model (text only)")
+    lines = [f"## {output.heading} (`{output.name}`)", "", _first_paragraph(cls.__doc__), "",
+             f"- **Declared as:** {output.description}",
+             f"- **Range:** [{_bound(output.low)}, {_bound(output.high)}]"
+             + (", binary (0 or 1: paired comparisons use McNemar's test)" if output.binary else ""),
+             f"- **Direction:** {'higher' if output.higher_is_better else 'lower'} is more realistic ({output.arrow})",
+             f"- **Null when:** {output.null_rule}",
+             f"- **Needs:** {model}; computed by `{cls.__module__}.{cls.__name__}`"]
+    if output.summary:
+        lines.append("- **Summary statistics it adds:** "
+                     + ", ".join(f"`{k}` ({label})" for k, label in output.summary.items()))
+    lines += ["", "```bash",
+              f"simhub score --profile demo --metrics {output.name} --input items.jsonl --output scores.jsonl",
+              "```", ""]
+    return "\n".join(lines)
+
+
+def metrics_markdown() -> str:
+    """The whole page: every built-in metric's outputs, in the paper's order."""
+    out = ["# Metric cards", "",
+           "Generated from each metric's declared metadata by `python scripts/gen_reference.py` (a test checks "
+           "that this page matches the code). The same metadata reaches `GET /models`, the report and the "
+           "leaderboard. `simhub data items test.jsonl --output items.jsonl` writes score items for every "
+           "student turn of a dialogue file.", ""]
+    for name in BUILTIN_METRICS:
+        for output in metric_class(name).outputs:
+            out.append(card(output, name))
+    return "\n".join(out).rstrip() + "\n"
