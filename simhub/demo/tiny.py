@@ -234,6 +234,10 @@ def build_kit(output: str | os.PathLike[str], seed: int = 0, pretrain_steps: int
     if (out / "kit.json").is_file() and all(p.is_dir() for p in paths.values()):
         return paths
     if fresh_process:
+        from simhub.errors import require
+
+        for module in ("torch", "transformers", "tokenizers"):  # a missing extra is named here, not in the child
+            require(module, "metrics")
         _build_in_a_fresh_process(out, seed, pretrain_steps)
     else:
         _build_here(out, seed, pretrain_steps)
