@@ -30,11 +30,21 @@ def _first_paragraph(doc: str | None) -> str:
 
 
 def _bound(value: float) -> str:
+    """A range bound as the card prints it.
+
+    >>> _bound(float("inf")), _bound(-1.0), _bound(0.5)
+    ('∞', '-1', '0.5')
+    """
     return "∞" if math.isinf(value) else f"{value:g}"
 
 
 def card(output: Output, metric: str) -> str:
-    """The card of one output of the registered metric ``metric``."""
+    """The card of one output of the registered metric ``metric``.
+
+    >>> lines = card(metric_class("rouge_l").outputs[0], "rouge_l").splitlines()
+    >>> lines[0], lines[-1]
+    ('## ROUGE-L (`rouge_l`)', '```')
+    """
     cls = metric_class(metric)
     model = (f"a model: the profile's `scoring.metrics.{cls.config_key}`" if cls.config_key
              else "no model (text only)")
