@@ -209,11 +209,10 @@ def build_sequence_classifier(
 
 #: Pre-training steps of the kit's causal LM (about 10 s on two cores).
 KIT_PRETRAIN_STEPS = 60
-#: Threads the kit's pre-training runs on, whatever the machine, the load or what ran before in the
-#: process: a reduction split over another number of threads rounds differently, so a kit pre-trained
-#: on three or four threads differs from one pre-trained on two from its first weight (one and two give
-#: the same bytes on the machines measured). Two, as the demo models' builds
-#: (``simhub.provision.DEMO_BUILD_THREADS``).
+#: Threads the kit's pre-training runs on, whatever the machine or the load: a reduction split over
+#: another number of threads may round differently (measured on a two-core AMD EPYC: three threads give
+#: a kit that differs from its first weight; one, two and four give the same bytes). Two, as the demo
+#: models' builds (``simhub.provision.DEMO_BUILD_THREADS``).
 KIT_BUILD_THREADS = 2
 
 

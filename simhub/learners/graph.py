@@ -189,13 +189,12 @@ def validate_graph(graph: IUGraph, *, name: str = "graph", file: str | None = No
             warnings.append(GraphWarning("delta_l_mismatch", subject, f"edge {subject} has delta_l {edge.delta_l:g} "
                                          f"but its IUs' levels differ by {abs(levels[0] - levels[1]):.2f}"))
 
-    try:
-        depth = _depths(ids, prereqs, children, error)
-    except GraphError as exc:
-        if cycles != "released" or not str(exc).startswith(where + "cycle: "):
-            raise
-        cycle = str(exc).removeprefix(where + "cycle: ")
-        warnings.append(GraphWarning("cycle", exc.iu or "", f"{cycle}; ordered as the released code orders it "
+    depth, cycle = _depths(ids, prereqs, children)
+    if cycle is not None:
+        named = " -> ".join(cycle)
+        if cycles != "released":
+            raise error(f"cycle: {named}", iu=cycle[0], field="edges")
+        warnings.append(GraphWarning("cycle", cycle[0], f"{named}; ordered as the released code orders it "
                                      "(a prerequisite met again on the path counts depth 0)"))
         depth = _released_depths(ids, prereqs)
     order = tuple(sorted(ids, key=lambda iu: (depth[iu], index[iu])))
@@ -219,8 +218,9 @@ def validate_graph(graph: IUGraph, *, name: str = "graph", file: str | None = No
     )
 
 
-def _depths(ids, prereqs, children, error) -> dict[str, int]:
-    """Longest path from a root, by Kahn's algorithm; a leftover node lies on or after a cycle."""
+def _depths(ids, prereqs, children) -> tuple[dict[str, int], list[str] | None]:
+    """Longest path from a root, by Kahn's algorithm, and None; or, when a node is left over (it lies
+    on or after a cycle), the depths so far and a cycle, named IU by IU."""
     remaining = {iu: len(prereqs[iu]) for iu in ids}
     depth = dict.fromkeys(ids, 0)
     queue = [iu for iu in ids if remaining[iu] == 0]
@@ -234,9 +234,8 @@ def _depths(ids, prereqs, children, error) -> dict[str, int]:
             if remaining[child] == 0:
                 queue.append(child)
     if done < len(ids):
-        cycle = _find_cycle([iu for iu in ids if remaining[iu] > 0], children)
-        raise error("cycle: " + " -> ".join(cycle), iu=cycle[0], field="edges")
-    return depth
+        return depth, _find_cycle([iu for iu in ids if remaining[iu] > 0], children)
+    return depth, None
 
 
 def _released_depths(ids, prereqs) -> dict[str, int]:

@@ -288,12 +288,12 @@ def replay_run(run: Any, graphs: GraphSource | Mapping[str, IUGraph | ValidatedG
     if mode == "auto":
         mode = "legacy_proxy" if logged.get("absorbed_ic_uses_legacy_proxy") else "definition"
     metrics = conversation_metrics(graph, initial, records)
-    proxy = _proxy_dc(records)
-    readings = DCReadings(mode=mode, definition=metrics.dc, legacy_proxy=proxy[0])
+    proxy = _with_proxy_dc(metrics, records)
+    readings = DCReadings(mode=mode, definition=metrics.dc, legacy_proxy=proxy.dc)
     at_stop = conversation_metrics(graph, initial, records[: stop.turn]) if stop else None
     if mode == "legacy_proxy":
-        metrics = _with_dc(metrics, proxy)
-        at_stop = _with_dc(at_stop, _proxy_dc(records[: stop.turn])) if at_stop is not None and stop else at_stop
+        metrics = proxy
+        at_stop = _with_proxy_dc(at_stop, records[: stop.turn]) if at_stop is not None and stop else at_stop
     agreement = _agreement(run, graph, records, file=file, prefix=prefix)
     if agreement is not None and isinstance(logged.get("absorbed_ic_f1"), int | float):
         agreement = msgspec.structs.replace(agreement, dc_mode=mode,
@@ -314,18 +314,13 @@ def replay_run(run: Any, graphs: GraphSource | Mapping[str, IUGraph | ValidatedG
     )
 
 
-def _proxy_dc(records: Sequence[TurnRecord]) -> tuple[float, float, float]:
-    """DC (F1, precision, recall) with the released code's legacy numerator min(|E_t ∩ Z_t|, n_up)."""
+def _with_proxy_dc(metrics: ConversationMetrics, records: Sequence[TurnRecord]) -> ConversationMetrics:
+    """``metrics`` with DC from the released code's legacy numerator min(|E_t ∩ Z_t|, n_up) per turn
+    (the same denominators, Σ|E_t| and Σ|Z_t|)."""
     absorbed = sum(min(len(set(r.explained).intersection(r.teachable)), r.n_up) for r in records)
-    explained = sum(len(r.explained) for r in records)
-    teachable = sum(len(r.teachable) for r in records)
-    p = absorbed / explained if explained else 0.0
-    r = absorbed / teachable if teachable else 1.0
-    return f1(p, r), p, r
-
-
-def _with_dc(metrics: ConversationMetrics, dc: tuple[float, float, float]) -> ConversationMetrics:
-    return msgspec.structs.replace(metrics, dc=dc[0], dc_precision=dc[1], dc_recall=dc[2])
+    p = absorbed / metrics.explained_total if metrics.explained_total else 0.0
+    r = absorbed / metrics.teachable_total if metrics.teachable_total else 1.0
+    return msgspec.structs.replace(metrics, dc=f1(p, r), dc_precision=p, dc_recall=r)
 
 
 def _turn(r: TurnRecord) -> ReplayTurn:
