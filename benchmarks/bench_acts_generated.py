@@ -16,7 +16,7 @@ and writes each one's agreement with the hand labels, overall, per simulator and
 ambiguous turns, and the time it took (loading the classifier included). 56 of the turns also
 carry a hand correctness label (``correct`` or ``incorrect``: the turn's answer to what the tutor
 last asked; turns without a clear answer have none), against which it measures the demo judge's
-correctness call. The README quotes it.
+correctness call. benchmarks/README.md quotes it.
 
 Usage::
 

@@ -21,7 +21,7 @@ time). The build with the old defaults next to the other process takes about an 
 with ``defaults`` (and a ``policy`` pair of the same size) train the two long models for
 ``--short-steps`` steps only; ratios are read between rows of the same size.
 
-Writes a JSON report; the README quotes it.
+Writes a JSON report; benchmarks/README.md quotes it.
 
 Usage::
 

@@ -15,7 +15,7 @@ worker:
   3e-3) on one shared tiny kit, built once with the machine's own settings, times it and hashes the
   adapter.
 
-Equal hashes mean bit-identical weights. Writes a JSON report; the README quotes it.
+Equal hashes mean bit-identical weights. Writes a JSON report; benchmarks/README.md quotes it.
 
 Usage::
 

@@ -3,15 +3,15 @@
 One ``SCHED_FIFO`` process per core keeps its core busy for ``1 - share`` of every ``period`` and
 sleeps for the rest, so everything else gets ``share`` of each core: the command's single-threaded
 and multi-threaded work slows down alike, by about ``1 / share``. The two-core AVX2-only machines
-measured here took 1.85 to 1.88 times as long as AVX-512 ones over the whole suite (README,
-"Development"), hence a share of 0.54. Check the factor on the machine first with ``--calibrate``.
+measured here took 1.85 to 1.88 times as long as AVX-512 ones over the whole suite
+(CONTRIBUTING.md), hence a share of 0.54. Check the factor on the machine first with ``--calibrate``.
 
     python benchmarks/slow_cores.py --calibrate 0.54
     python benchmarks/slow_cores.py 0.54 -- python -m pytest -m "not gpu and not demo_smol" -n 2 -q
 
 It needs the right to use real-time scheduling (root, or ``CAP_SYS_NICE``) and Linux. It is a rough
 stand-in: at a share of 0.54 the calibration's two loops took 1.5 to 2.2 times as long, varying from
-run to run, and the test suite 2.0 times (README); a slower core differs in its caches and memory
+run to run, and the test suite 2.0 times (CONTRIBUTING.md); a slower core differs in its caches and memory
 bandwidth too, which this does not model. Compare the command's own times with and without it.
 """
 

@@ -1,5 +1,6 @@
 """Write the generated reference pages (docs/reference/): the command-line reference from the parsers,
-and the metric cards from the metrics' declared metadata.
+the metric and dialogue-metric cards from their declared metadata, every profile and recipe key and every
+run file from their msgspec structs, and the HTTP API from the service's OpenAPI document.
 
     python scripts/gen_reference.py          # write them
     python scripts/gen_reference.py --check  # exit 1 when a page is not what the code gives
@@ -10,14 +11,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from simhub.cli.reference import CLI_PAGE, cli_markdown
-from simhub.metrics.cards import METRICS_PAGE, metrics_markdown
+from simhub.cli.pages import generated_pages
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def main(argv: list[str]) -> int:
-    pages = {ROOT / CLI_PAGE: cli_markdown(), ROOT / METRICS_PAGE: metrics_markdown()}
+    pages = {ROOT / name: text for name, text in generated_pages().items()}
     stale = [path for path, text in pages.items() if not path.is_file() or path.read_text(encoding="utf-8") != text]
     if "--check" in argv:
         for path in stale:

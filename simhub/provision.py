@@ -267,8 +267,8 @@ def _train_demo_model(name: str, target: Path) -> None:
     if (target / "training_config.json").is_file():
         print(f"simhub: demo:{name} was trained from another recipe than this simhub ships; training it again",
               file=sys.stderr, flush=True)
-    # The same model whatever the load; not across CPUs of other vector instruction sets (README,
-    # "Demo models differ between machines").
+    # The same model whatever the load; not across CPUs of other vector instruction sets
+    # (docs/getting-started/demo-tables.md, "Demo models differ between machines").
     with pinned_threads(DEMO_BUILD_THREADS):
         if rewards is None:
             train(recipe, partial)
@@ -356,7 +356,7 @@ def _resolve_struct(value, on_ref: Callable[[str, str | None], str]):
 #: Threads of every demo build, whatever the load or the machine: a tiny model's training gives
 #: slightly different floats on one and on two threads, and over 1,000 steps that moves the demo's
 #: numbers (the demo judge grades 0.95 of the real turns as annotated when trained on two threads,
-#: 0.69 on one). Two is what the README's demo table and the demo's test were measured with. The
+#: 0.69 on one). Two is what the demo table (docs/getting-started/demo-tables.md) and the demo's test were measured with. The
 #: CPU's vector instruction set moves them too, and pinning threads does not fix that.
 DEMO_BUILD_THREADS = 2
 #: A demo build with at least this many training steps is worth a process of its own.

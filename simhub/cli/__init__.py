@@ -41,16 +41,16 @@ COMMAND_EXTRAS = {"serve": "serve", "train": "train", "dpo": "train", "tiny": "m
 #: The page that documents each command (named at the end of its ``--help``); every command is also
 #: in the generated reference, ``docs/reference/cli.md``.
 COMMAND_DOCS = {
-    "data": "README.md, \"Data: Eedi QATD-2k\"", "smol": "README.md, \"A real instruct model offline\"",
-    "tiny": "README.md, \"Quick start\"", "score": "README.md, \"Metrics\"", "kt-cutoffs": "README.md, \"Metrics\"",
-    "prompt": "README.md, \"Profiles\"", "train": "README.md, \"Training, offline RL and publishing\"",
-    "dpo": "README.md, \"Training, offline RL and publishing\"",
-    "publish": "README.md, \"Training, offline RL and publishing\"",
-    "pull": "README.md, \"Training, offline RL and publishing\"", "serve": "README.md, \"Serving\"",
-    "simulate": "README.md, \"Evaluating a simulator\"", "eval": "README.md, \"Evaluating a simulator\"",
-    "compare": "README.md, \"Evaluating a simulator\"", "report": "README.md, \"Evaluating a simulator\"",
-    "rollout": "README.md, \"Dialogue-level realism\"", "eval-dialogues": "README.md, \"Dialogue-level realism\"",
-    "annotate": "README.md, \"Labelling new dialogues\"", "learners": "docs/learners.md",
+    "data": "docs/guides/your-dialogues.md",
+    "smol": "docs/getting-started/demo-tables.md, \"A real instruct model offline\"",
+    "tiny": "docs/getting-started/fresh-machine.md", "score": "docs/guides/score.md",
+    "kt-cutoffs": "docs/guides/score.md", "prompt": "docs/guides/profiles.md",
+    "train": "docs/guides/train-publish.md", "dpo": "docs/guides/train-publish.md",
+    "publish": "docs/guides/train-publish.md", "pull": "docs/guides/train-publish.md",
+    "serve": "docs/guides/serve.md", "simulate": "docs/guides/evaluate.md", "eval": "docs/guides/evaluate.md",
+    "compare": "docs/guides/evaluate.md", "report": "docs/guides/evaluate.md",
+    "rollout": "docs/guides/dialogue-realism.md", "eval-dialogues": "docs/guides/dialogue-realism.md",
+    "annotate": "docs/guides/your-dialogues.md, \"Labelling new dialogues\"", "learners": "docs/learners.md",
     "tutor-bench": "docs/tutor-bench.md (and docs/kt-learner.md for --learner kt-learner)",
     "human-eval": "docs/human-eval.md",
 }
@@ -111,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(prog="simhub", description="Simulated students in tutoring dialogues: data, realism "
                      "metrics, simulators, training and the service.",
-                     epilog=f"Start with README.md; every command and option: {CLI_REFERENCE}; the rules simhub "
+                     epilog=f"Start with README.md and docs/index.md (the site: mkdocs serve); every command and option: {CLI_REFERENCE}; the rules simhub "
                             "follows and where it deviates: FIDELITY.md.")
     parser.add_argument("--version", action="version", version=f"simhub {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)

@@ -55,7 +55,7 @@ TINY_LLAMA = {
 #: The prompt texts the tiny tokenizer is trained on, frozen (``resources/tiny/prompt_texts.json``):
 #: simhub's prompts as they were when the kit's format was fixed. A later change to a prompt's
 #: wording must not change the kit, or every fresh install would get another tokenizer, and with
-#: it other demo models than an existing ``$SIMHUB_HOME`` holds and than the README's numbers were
+#: it other demo models than an existing ``$SIMHUB_HOME`` holds and than the documented demo numbers were
 #: measured with; words a newer prompt adds are split into known pieces instead.
 PROMPT_TEXTS_FILE = Path(__file__).resolve().parent.parent / "resources" / "tiny" / "prompt_texts.json"
 

@@ -11,7 +11,7 @@ rank over the ranked columns; lower is better. Runs with equal mean ranks share 
 listed by simulator name, profile and directory. "Best" marks the best mean of a column when at
 least two runs report it.
 
-A column that some runs lack is never ranked: a run that was scored on one metric alone (the README's
+A column that some runs lack is never ranked: a run that was scored on one metric alone (the first-ten-minutes
 floor, ``--metrics rouge_l``) and a run scored on all seven are ordered by ROUGE-L only, so the
 leaderboard and ``simhub compare`` on that metric agree on which is better.
 """

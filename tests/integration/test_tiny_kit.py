@@ -148,7 +148,7 @@ def test_the_kit_tokenizer_texts_are_frozen_not_the_live_prompts():
 
 
 def test_a_copied_home_serves_its_demo_models_from_where_it_is_now(tiny_kit, tmp_path, monkeypatch):
-    """README, "Demo models differ between machines": demo models built once can be copied to
+    """docs/getting-started/demo-tables.md, "Demo models differ between machines": demo models built once can be copied to
     another machine. An adapter-only demo model (the tutor-response model, ``demo:tutor``) records
     its base as a path from its own folder, so a home copied elsewhere is used as it is: nothing is
     trained again and the copy answers as the original did, with the original gone."""

@@ -392,7 +392,7 @@ def test_leaderboard_ties_and_a_column_some_runs_lack():
 
 
 def test_the_leaderboard_never_ranks_a_run_first_on_a_metric_it_lacks():
-    """The README's first-ten-minutes flow: the floor scored on ROUGE-L alone, the student on every
+    """The first-ten-minutes flow (docs/getting-started/first-ten-minutes.md): the floor scored on ROUGE-L alone, the student on every
     metric and below the floor on ROUGE-L. Ranked on what they share (ROUGE-L), the floor is first;
     before, the student's six other columns (where the floor, lacking them, ranked last) put it first."""
     floor = _run("reference:previous-turn", {"rouge_l": 0.046})

@@ -13,7 +13,7 @@ from simhub.registry import LazyRegistry
 
 _PACKAGE = "simhub.evaluation.dialogue_level"
 
-#: The built-in statistics, in the order the results list them (README, "eval-dialogues").
+#: The built-in statistics, in the order the results list them (docs/guides/dialogue-realism.md).
 _REGISTRY: dict[str, str] = {
     "acts_jsd": f"{_PACKAGE}.distributions:ActsJSD",
     "correctness_rate_diff": f"{_PACKAGE}.distributions:CorrectnessRateDiff",
