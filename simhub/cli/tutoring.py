@@ -360,7 +360,7 @@ def _kt_bench(args: argparse.Namespace) -> int:
     settings = LearnerSettings()
     check_output(args.output, folder=True)
     raw = load_profile(args.profile)
-    tutors = [build_kt_tutor(t, raw) for t in dict.fromkeys(args.tutor)]
+    tutors = [build_kt_tutor(t, raw, no_cache=args.no_cache) for t in dict.fromkeys(args.tutor)]
     if args.role_player and args.role_player not in raw.simulators and args.role_player not in raw.tutors:
         from simhub.errors import UnknownNameError
         from simhub.tutoring.components import model_names

@@ -4,9 +4,10 @@
 * ``scripted:weakest`` reads the mastery and works the weakest KCs: it answers an open help request,
   pushes a worked example on the weakest KC, and assigns practice items on the two weakest;
 * any ``tutors:`` entry of the profile with ``kind: openai``: a chat model given the actions as OpenAI
-  tools (:class:`ToolTutor`), called with the official ``openai`` client, the way agent frameworks
-  call tools. Each turn it may call tools (their results go back to it) until it answers without a
-  tool call; text it answers with is sent to the learner as a message. A tool call with bad
+  tools (:class:`ToolTutor`), the way agent frameworks call tools, through simhub's shared endpoint
+  client (:func:`simhub.models.endpoints.client_for`): its key rules, retries, on-disk answer cache
+  and usage counts. Each turn it may call tools (their results go back to it) until it answers without
+  a tool call; text it answers with is sent to the learner as a message. A tool call with bad
   arguments gets the error back as the tool's result and is logged; the run goes on.
 
 The two scripted tutors are references for the demo and tests, not tutors to rank.
@@ -16,18 +17,22 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simhub.config import Profile
 from simhub.errors import ConfigError, UnknownNameError
 from simhub.learners.kt.lms import TOOLS, LMSRun, ToolError
+from simhub.learners.kt.student import DayFailure
 from simhub.prompts.kt_learner import TOOL_TUTOR_SYSTEM
+
+if TYPE_CHECKING:
+    from simhub.models.openai import OpenAIClient
 
 SCRIPTED_KT = ("scripted:weakest", "scripted:silent")
 
 
-class TutorFailure(Exception):
-    """The tutor could not act (its endpoint failed): the day is marked failed."""
+class TutorFailure(DayFailure):
+    """The tutor could not act (its endpoint failed after its retries): the day is marked failed."""
 
 
 class LMSTutor(ABC):
@@ -84,14 +89,18 @@ class WeakestTutor(LMSTutor):
 
 
 class ToolTutor(LMSTutor):
-    """A chat model of the profile acting through OpenAI tool calls (see the module docstring)."""
+    """A chat model of the profile acting through OpenAI tool calls (see the module docstring).
 
-    def __init__(self, name: str, base_url: str, model: str, api_key: str | None, *, temperature: float = 0.0,
-                 max_tokens: int = 600, max_steps: int = 8, timeout_s: float = 120.0, max_retries: int = 2):
-        self.id, self.base_url, self.model = name, base_url, model
+    ``client`` is the endpoint's :class:`~simhub.models.openai.OpenAIClient`; every step is one
+    chat-completions request (the model, the conversation so far, the LMS tools, a seed per day and
+    turn), answered from the client's cache when an identical request was answered before.
+    """
+
+    def __init__(self, name: str, client: OpenAIClient, *, temperature: float = 0.0, max_tokens: int = 600,
+                 max_steps: int = 8):
+        self.id, self._client = name, client
+        self.model, self.base_url = client.config.model, client.config.base_url
         self.temperature, self.max_tokens, self.max_steps = temperature, max_tokens, max_steps
-        self._key, self._timeout, self._retries = api_key, timeout_s, max_retries
-        self._client: Any = None
         self._messages: list[dict[str, Any]] = []
 
     def describe(self) -> dict[str, Any]:
@@ -99,42 +108,33 @@ class ToolTutor(LMSTutor):
                 "temperature": self.temperature, "max_tokens": self.max_tokens, "max_steps": self.max_steps,
                 "version": 1}
 
-    def client(self) -> Any:
-        if self._client is None:
-            import openai
-
-            self._client = openai.OpenAI(base_url=self.base_url, api_key=self._key or "none",
-                                         timeout=self._timeout, max_retries=self._retries)
-        return self._client
-
     def start_day(self, run: LMSRun, day: int) -> None:
         self._messages = [{"role": "system", "content": TOOL_TUTOR_SYSTEM}]
 
     def turn(self, run: LMSRun, day: int, turn: int) -> None:
+        from simhub.models.openai import chat_payload
+
         self._messages.append({"role": "user", "content": f"Day {day}, turn {turn} of {run.plan.turns}."})
         for _ in range(self.max_steps):
-            try:
-                reply = self.client().chat.completions.create(
-                    model=self.model, messages=self._messages, tools=TOOLS, temperature=self.temperature,
-                    max_tokens=self.max_tokens, seed=day * 100 + turn)
-            except Exception as exc:  # the endpoint failed: the day is marked failed
-                raise TutorFailure(f"tutor: {type(exc).__name__}: {str(exc)[:200]}") from None
-            message = reply.choices[0].message
-            calls = list(message.tool_calls or [])
-            entry: dict[str, Any] = {"role": "assistant", "content": message.content or ""}
-            if calls:
+            payload = chat_payload(self.model, self._messages, temperature=self.temperature,
+                                   max_tokens=self.max_tokens, seed=day * 100 + turn, tools=TOOLS)
+            (outcome,) = self._client.complete([payload])
+            if not outcome.ok:  # the endpoint failed after its retries: the day is marked failed
+                raise TutorFailure(f"tutor: {outcome.cause}")
+            choice = outcome.choices[0]
+            entry: dict[str, Any] = {"role": "assistant", "content": choice.text or ""}
+            if choice.tool_calls:
                 entry["tool_calls"] = [{"id": c.id, "type": "function",
-                                        "function": {"name": c.function.name, "arguments": c.function.arguments}}
-                                       for c in calls]
+                                        "function": {"name": c.name, "arguments": c.arguments}}
+                                       for c in choice.tool_calls]
             self._messages.append(entry)
-            if not calls:
-                if (message.content or "").strip():
-                    run.call("send_message", {"text": message.content.strip()[:4000]})
+            if not choice.tool_calls:
+                if (choice.text or "").strip():
+                    run.call("send_message", {"text": choice.text.strip()[:4000]})
                 return
-            for c in calls:
+            for c in choice.tool_calls:
                 self._messages.append({"role": "tool", "tool_call_id": c.id,
-                                       "content": json.dumps(self._run_tool(run, c.function.name,
-                                                                            c.function.arguments))})
+                                       "content": json.dumps(self._run_tool(run, c.name, c.arguments))})
 
     @staticmethod
     def _run_tool(run: LMSRun, name: str, arguments: str | None) -> Any:
@@ -157,7 +157,10 @@ def kt_tutor_names(profile: Profile | None) -> list[str]:
     return names
 
 
-def build_kt_tutor(name: str, profile: Profile | None) -> LMSTutor:
+def build_kt_tutor(name: str, profile: Profile | None, *, no_cache: bool = False) -> LMSTutor:
+    """The tutor ``name``: a scripted one, or a profile tutor with ``kind: openai`` on simhub's endpoint
+    client (``no_cache``: its answers are neither read from nor written to the on-disk cache). A missing
+    key is an error here, before the run starts."""
     if name == WeakestTutor.id:
         return WeakestTutor()
     if name == SilentTutor.id:
@@ -170,17 +173,19 @@ def build_kt_tutor(name: str, profile: Profile | None) -> LMSTutor:
         raise ConfigError(f"--tutor {name}: the KT-learner bench's tutors act through tool calls, so a profile "
                           f"tutor must be an OpenAI-compatible endpoint (kind: openai), not kind: {config.kind}",
                           field="tutor")
-    import os
+    import msgspec
 
-    from simhub.models.endpoints import key_names
+    from simhub.config import cache_dir
+    from simhub.models.endpoints import client_for, missing_key
 
+    field = f"tutors.{name}.endpoint"
     settings = config.endpoint
     if not settings.base_url:
-        raise ConfigError(f"tutors.{name}.endpoint.base_url: required for a tool-calling tutor",
-                          field=f"tutors.{name}.endpoint.base_url")
-    names = key_names(settings.base_url, settings.api_key_env, kind="tutor", field=f"tutors.{name}.endpoint")
-    key = next((os.environ[n] for n in names if os.environ.get(n)), None)
-    if names and key is None:
-        raise ConfigError(f"tutors.{name}: set {' or '.join(names)} to the endpoint's key", field=f"tutors.{name}")
-    return ToolTutor(name, settings.base_url, config.model, key, timeout_s=settings.timeout_s,
-                     max_retries=settings.max_retries)
+        raise ConfigError(f"{field}.base_url: required for a tool-calling tutor", field=f"{field}.base_url")
+    missing = missing_key(settings.base_url, settings.api_key_env, kind="tutor", field=field)
+    if missing is not None:
+        raise ConfigError(f"tutors.{name}: {missing}", field=f"tutors.{name}")
+    if no_cache:
+        settings = msgspec.structs.replace(settings, cache=False)
+    client = client_for(settings, config.model, kind="tutor", default_cache=cache_dir("tutor"), field=field)
+    return ToolTutor(name, client)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -323,3 +324,65 @@ def test_a_learner_endpoint_that_fails_mid_run(tmp_path, fake_openai, capsys):
                  "--scenarios", "steady-plodder__homework-only", "--days", "2", "--output", str(tmp_path / "down"),
                  "--no-cache"]) == 1
     assert f"every one of the 2 learner-days failed: {cause} (2)" in capsys.readouterr().err
+
+
+def test_the_tool_tutor_goes_through_simhubs_client_cache_and_retries(tmp_path, fake_openai):
+    """No module outside simhub.models.openai makes an openai client: the tool tutor's requests go through
+    the shared client, so an identical rerun into another folder is answered from its on-disk cache,
+    a failing endpoint is retried as every endpoint is, and the day it fails on names the cause."""
+    asked: list[dict] = []
+
+    def responder(body):
+        asked.append(body)
+        if body["messages"][-1]["role"] == "user":  # a turn's first step: read the mastery
+            return _completion({"content": None, "tool_calls": [_call("c1", "get_mastery", {})]})
+        return _completion({"content": "Keep going with the practice."})
+
+    fake_openai.responder = responder
+    path = tmp_path / "cached.yaml"
+    endpoint = (f"{{base_url: '{fake_openai.base_url}', api_key_env: none, max_retries: 1, "
+                f"cache_dir: '{tmp_path / 'answers'}'}}")
+    path.write_text(f"name: kt-cached\ntutors:\n  api-tutor: {{kind: openai, model: tutor-model, endpoint: {endpoint}}}\n")
+    args = [*KT, "--profile", str(path), "--tutor", "api-tutor", "--scenarios", "steady-plodder__homework-only",
+            "--days", "1"]
+    assert main([*args, "--output", str(tmp_path / "first")]) == 0
+    sent = len(asked)
+    assert sent == 4 and all("max_completion_tokens" in b and b["tools"] for b in asked)  # 2 turns x 2 steps
+    assert main([*args, "--output", str(tmp_path / "again")]) == 0
+    assert len(asked) == sent  # every answer came from the client's cache
+    first, again = (read_kt_trace(next((tmp_path / d / TRACES).glob("*.json"))) for d in ("first", "again"))
+    assert [(a.name, a.args) for a in again.days[0].actions] == [(a.name, a.args) for a in first.days[0].actions]
+
+    fake_openai.fail_next(2, 500)  # the first try and its one retry
+    assert main([*args, "--output", str(tmp_path / "down"), "--no-cache"]) == 1
+    assert len(asked) == sent  # the two failed tries never reached the responder
+    assert len(fake_openai.chat_requests()) == sent + 2
+    (day,) = read_kt_trace(next((tmp_path / "down" / TRACES).glob("*.json"))).days
+    assert day.failed == f"tutor: HTTP 500 at {fake_openai.base_url}"
+
+
+def test_a_remote_tool_tutor_without_its_key_is_refused_before_the_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("TUTOR_KEY", raising=False)
+    path = tmp_path / "remote.yaml"
+    path.write_text("name: kt-remote\ntutors:\n  api-tutor: {kind: openai, model: m, endpoint: "
+                    "{base_url: 'https://tutor.example.com/v1', api_key_env: TUTOR_KEY}}\n")
+    assert main([*KT, "--profile", str(path), "--tutor", "api-tutor", "--output", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "tutors.api-tutor: no API key for tutor.example.com: set TUTOR_KEY" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_no_module_outside_the_endpoint_client_makes_an_openai_client():
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "simhub"
+    makers = []
+    for file in root.rglob("*.py"):
+        if file.relative_to(root).parts[:2] == ("models", "openai"):
+            continue
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if name in ("OpenAI", "AsyncOpenAI", "AzureOpenAI", "AsyncAzureOpenAI"):
+                    makers.append(f"{file.relative_to(root)}:{node.lineno}")
+    assert not makers, makers

@@ -29,6 +29,7 @@ from simhub.models.openai import (
     EndpointConfig,
     EndpointFailure,
     OpenAIClient,
+    ToolCall,
     Usage,
     chat_payload,
     is_reasoning_model,
@@ -733,3 +734,29 @@ def test_batch_resumes_after_the_process_is_killed(api_key, tmp_path):
         assert len(server.requests_to("POST", "/v1/batches")) == 1  # not submitted twice
         assert len(server.requests_to("POST", "/v1/files")) == 1
         assert not list((tmp_path / "batches").glob("*.json"))
+
+
+TOOL = {"type": "function", "function": {"name": "get_mastery", "parameters": {"type": "object", "properties": {}}}}
+
+
+def test_tools_are_sent_as_given_and_their_calls_parsed():
+    """The tool-calling tutor's requests: the tools and the tool choice go into the body as given, and
+    the answer's calls come back in order, their arguments as the model wrote them."""
+    body = chat_payload("gpt-4.1", [{"role": "user", "content": "Day 1, turn 1."}], tools=[TOOL], tool_choice="auto")
+    assert body["tools"] == [TOOL] and body["tool_choice"] == "auto"
+    assert "tools" not in chat_payload("gpt-4.1", [{"role": "user", "content": "x"}])  # only when asked
+    with pytest.raises(ConfigError) as bad:
+        chat_payload("gpt-4.1", [{"role": "user", "content": "x"}], tools=[TOOL, {"type": "function"}])
+    assert bad.value.field == "tools[1]"
+    answer = {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None,
+              "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_mastery", "arguments": "{}"}},
+                             {"id": "c2", "type": "function", "function": {"name": "assign_items",
+                                                                           "arguments": '{"item_ids": ["'}}]}}]}
+    choice = parse_chat_response(answer).choices[0]
+    assert choice.text is None and choice.tool_calls == (ToolCall("c1", "get_mastery", "{}"),
+                                                          ToolCall("c2", "assign_items", '{"item_ids": ["'))
+    assert parse_chat_response({"choices": [{"message": {"content": "hi"}}]}).choices[0].tool_calls == ()
+    answer["choices"][0]["message"]["tool_calls"][1]["function"] = {"arguments": "{}"}  # no name
+    with pytest.raises(EndpointError) as malformed:
+        parse_chat_response(answer)
+    assert malformed.value.field == "choices[0].message.tool_calls[1]" and '"item_ids"' not in str(malformed.value)

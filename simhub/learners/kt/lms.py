@@ -35,7 +35,7 @@ from simhub.learners.kt.items import ItemBank, KTItem, grade
 from simhub.learners.kt.student import (
     Answer,
     DayContext,
-    LearnerFailure,
+    DayFailure,
     LearnerSettings,
     PersonaSeed,
     RolePlayer,
@@ -523,6 +523,6 @@ class LMSRun:
 
 def check_failed(exc: BaseException) -> str:
     """The cause a failed day records."""
-    if isinstance(exc, LearnerFailure):
+    if isinstance(exc, DayFailure):
         return str(exc)
     return f"{type(exc).__name__}: {str(exc)[:200]}"

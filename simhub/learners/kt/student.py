@@ -41,6 +41,7 @@ __all__ = [
     "MESSAGE_SCHEMA",
     "Answer",
     "DayContext",
+    "DayFailure",
     "LLMRolePlayer",
     "LearnerFailure",
     "LearnerSettings",
@@ -99,8 +100,13 @@ class LearnerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
             raise ConfigError(f"learner.ability_logit: no value for {', '.join(missing)}", field="learner.ability_logit")
 
 
-class LearnerFailure(Exception):
-    """The role-player could not answer (an endpoint that failed): the day is marked failed."""
+class DayFailure(Exception):
+    """A participant of a day could not act (an endpoint that failed after its retries): the day is
+    marked failed, and the message is the cause it records (``learner: HTTP 500 at ...``)."""
+
+
+class LearnerFailure(DayFailure):
+    """The role-player could not answer: the day is marked failed."""
 
 
 # ------------------------------------------------------------------------------- persona seeds

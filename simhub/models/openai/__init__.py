@@ -47,6 +47,7 @@ from simhub.models.openai.results import (
     Choice,
     EndpointFailure,
     Outcome,
+    ToolCall,
     Usage,
     parse_chat_response,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "EndpointFailure",
     "OpenAIClient",
     "Outcome",
+    "ToolCall",
     "Usage",
     "chat_payload",
     "is_reasoning_model",

@@ -41,6 +41,8 @@ def chat_payload(
     logprobs: bool | None = None,
     top_logprobs: int | None = None,
     stop: str | Sequence[str] | None = None,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    tool_choice: str | Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON body of a chat-completions request, exactly as it will be sent and cached.
 
@@ -50,7 +52,9 @@ def chat_payload(
     ``max_tokens``). For a reasoning model ``temperature`` and ``top_p`` are dropped: such
     models only run at the default (temperature 1) and reject other values, so the paper's
     "temperature 1" is expressed by leaving the field out. ``reasoning_effort`` on another model
-    and log-probabilities from a reasoning model raise :class:`NotSupportedError`.
+    and log-probabilities from a reasoning model raise :class:`NotSupportedError`. ``tools`` (OpenAI
+    function tools) and ``tool_choice`` are sent as given; the answer's calls are
+    :attr:`~simhub.models.openai.results.Choice.tool_calls`.
 
     >>> chat_payload("gpt-4.1", [{"role": "user", "content": "2+2?"}], temperature=0, max_tokens=4000)
     {'model': 'gpt-4.1', 'messages': [{'role': 'user', 'content': '2+2?'}], 'temperature': 0.0, \
@@ -97,7 +101,23 @@ def chat_payload(
         body["top_logprobs"] = _checked_int("top_logprobs", top_logprobs, 0, 20)
     if stop is not None:
         body["stop"] = stop if isinstance(stop, str) else list(stop)
+    if tools is not None:
+        body["tools"] = _checked_tools(tools)
+    if tool_choice is not None:
+        body["tool_choice"] = tool_choice if isinstance(tool_choice, str) else dict(tool_choice)
     return body
+
+
+def _checked_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Function tools as the API takes them: ``{"type": "function", "function": {"name", ...}}``."""
+    out = []
+    for i, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            raise ConfigError(f"tools[{i}]: expected {{type: function, function: {{name, parameters}}}}",
+                              field=f"tools[{i}]")
+        out.append(dict(tool))
+    return out
 
 
 def _checked_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -18,14 +18,26 @@ MALFORMED = "malformed response"
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One function call the model asked for: ``arguments`` is the JSON text as the model wrote it
+    (it may not parse: the caller decides what a bad call gets back)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
 class Choice:
     """One completion. ``text`` is None when the model produced no content (a refusal or a tool
     call); ``finish_reason`` ``length`` means the token limit cut it (for reasoning models,
-    possibly before any visible text)."""
+    possibly before any visible text). ``tool_calls`` are the function calls it asked for (a request
+    sent with ``tools``)."""
 
     text: str | None
     finish_reason: str | None
     logprobs: tuple[TokenLogprob, ...] | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +118,8 @@ def parse_chat_response(body: Any) -> ChatResult:
         finish = raw.get("finish_reason")
         if finish is not None and not isinstance(finish, str):
             raise _malformed(f"{path}.finish_reason is not a string", f"{path}.finish_reason")
-        choices.append(Choice(content, finish, _parse_logprobs(raw.get("logprobs"), f"{path}.logprobs")))
+        choices.append(Choice(content, finish, _parse_logprobs(raw.get("logprobs"), f"{path}.logprobs"),
+                              _parse_tool_calls(raw["message"].get("tool_calls"), f"{path}.message.tool_calls")))
     model = body.get("model")
     return ChatResult(
         tuple(choices), _parse_usage(body.get("usage")), model if isinstance(model, str) else None
@@ -151,6 +164,23 @@ def _parse_logprobs(raw: Any, path: str) -> tuple[TokenLogprob, ...] | None:
             top.append((alt["token"], float(alt["logprob"])))
         tokens.append(TokenLogprob(item["token"], float(item["logprob"]), top))
     return tuple(tokens)
+
+
+def _parse_tool_calls(raw: Any, path: str) -> tuple[ToolCall, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise _malformed(f"{path} is not a list", path)
+    calls = []
+    for i, call in enumerate(raw):
+        where = f"{path}[{i}]"
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if (not isinstance(function, Mapping) or not isinstance(call.get("id"), str)
+                or not isinstance(function.get("name"), str)
+                or not isinstance(function.get("arguments", ""), str | type(None))):
+            raise _malformed(f"{where} needs an id and a function with a name and string arguments", where)
+        calls.append(ToolCall(call["id"], function["name"], function.get("arguments") or ""))
+    return tuple(calls)
 
 
 def _parse_usage(raw: Any) -> Usage | None:
