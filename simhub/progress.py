@@ -9,13 +9,25 @@ comes from :func:`tqdm` here, with tqdm's own arguments.
 
 from __future__ import annotations
 
+import contextvars
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 #: Seconds between two lines of a bar written to something that is not a terminal.
 LOG_INTERVAL_S = 30.0
 #: A bar's line in a log: what, how far, how long, how fast (no bar drawn).
 LOG_FORMAT = "{desc}: {n_fmt}/{total_fmt} {unit} [{elapsed}<{remaining}, {rate_fmt}]"
+
+#: Whether training prints its progress (summary lines, trainable parameters, the Trainer's bars and
+#: per-step dicts). A service building demo models in a background thread turns it off there, so
+#: its log keeps one line per build step; what is trained is the same either way.
+VERBOSE: contextvars.ContextVar[bool] = contextvars.ContextVar("simhub_training_verbose", default=True)
+
+#: ``progress(step, max_steps)`` after every optimiser step of a training run in this context (the
+#: service reports a build's progress and ETA with it); None: nobody listens.
+PROGRESS: contextvars.ContextVar[Callable[[int, int], None] | None] = contextvars.ContextVar(
+    "simhub_training_progress", default=None)
 
 
 def is_terminal(stream: Any) -> bool:

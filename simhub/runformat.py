@@ -399,6 +399,27 @@ def _decode(raw: Any, type: type[S], file: Path, row: int | None = None) -> S:
 # ----------------------------------------------------------------------------------------- reading
 
 
+def read_document(path: str | os.PathLike[str], type: type[S], kind: str, versions: tuple[int, ...],
+                  what: str, not_it: str, *, unversioned: bool = False) -> S:
+    """A versioned JSON document (``kind``, ``schema_version``: the tutor bench's traces and results) decoded into ``type``; a DataError
+    naming the file when it cannot be read, is not JSON, is another ``kind`` ("``path``: not_it") or
+    another version. ``unversioned``: an object with neither field was written before the file had
+    them, and reads as version 0 of ``kind``."""
+    path = Path(path)
+    try:
+        raw = msgspec.json.decode(path.read_bytes())
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror})", file=str(path)) from None
+    except msgspec.DecodeError as exc:
+        raise DataError(f"{path}: not JSON ({exc})", file=str(path)) from None
+    if unversioned and isinstance(raw, dict) and "schema_version" not in raw and "kind" not in raw:
+        raw = {**raw, "schema_version": 0, "kind": kind}
+    if not isinstance(raw, dict) or raw.get("kind") != kind:
+        raise DataError(f"{path}: {not_it}", file=str(path), field="kind")
+    version = check_version(raw.get("schema_version"), versions, str(path), what=what, file=str(path))
+    return convert_checked(raw, type, str(path), file=str(path), version=version)
+
+
 def read_eval_results(path: str | os.PathLike[str]) -> EvalResults:
     """``results.json`` (or the one of a run directory), checked."""
     file = Path(path)

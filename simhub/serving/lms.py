@@ -9,7 +9,7 @@ drives in-process and a remote tutor drives with ``POST /lms/{run}/advance``:
   makes one) and its turn 1 begins;
 * a day open: the turn ends (the learner works the items assigned so far and may reply to a message)
   and the next one begins; after the last turn the day ends (post-session probe) and the run's
-  trace (a :class:`~simhub.tutoring.kt_bench.KTRunTrace`) is written to
+  trace (a :class:`~simhub.learners.kt.runs.KTRunTrace`) is written to
   ``$SIMHUB_HOME/lms-runs/{run}.json``, atomically; after the last session day the run is finished.
 
 A run's learner is what ``simhub tutor-bench --learner kt-learner --scenarios S --abilities A
@@ -47,10 +47,10 @@ if TYPE_CHECKING:
 
     from simhub.learners.kt.base import KTModel
     from simhub.learners.kt.items import ItemBank
-    from simhub.learners.kt.lms import DayRecord, LMSRun
+    from simhub.learners.kt.lms import LMSRun
+    from simhub.learners.kt.runs import KTRunTrace
     from simhub.learners.kt.scenarios import Scenario
     from simhub.learners.kt.student import LearnerSettings, PersonaSeed, RolePlayer
-    from simhub.tutoring.kt_bench import KTRunTrace
 
 __all__ = ["MAX_OPEN_RUNS", "TRACE_DIR", "LMSController", "LMSRuns", "apply_lms_docs"]
 
@@ -183,9 +183,9 @@ def learner_kit() -> LearnerKit:
     global _kit
     with _kit_lock:
         if _kit is None:
+            from simhub.learners.kt.runs import learner_parts
             from simhub.learners.kt.scenarios import load_scenarios
             from simhub.learners.kt.student import LearnerSettings, StandInRolePlayer, persona_seeds
-            from simhub.tutoring.kt_bench import learner_parts
 
             settings = LearnerSettings()
             model, model_id, log, bank = learner_parts("sample", "sample", "sample")
@@ -215,8 +215,8 @@ def find_scenario(kit: LearnerKit, name: str, days: int | None) -> Scenario:
 
 def plan_one(kit: LearnerKit, scenario: Scenario, ability: str, seed: int):
     """The plan and persona seed ``tutor-bench --learner kt-learner`` gives this one scenario."""
+    from simhub.learners.kt.runs import plan_runs, run_id
     from simhub.learners.kt.student import assign_seeds
-    from simhub.tutoring.kt_bench import plan_runs, run_id
 
     key = run_id(scenario, ability, 0)
     seeds = assign_seeds(kit.pool, [key], seed=seed, share=True)
@@ -227,62 +227,44 @@ def plan_one(kit: LearnerKit, scenario: Scenario, ability: str, seed: int):
 # ---------------------------------------------------------------------------------- a run
 
 
-def _learner_messages(day: DayRecord, since: int) -> list[LearnerMessage]:
-    return [LearnerMessage(turn=m.turn, role=m.role, text=m.text) for m in day.messages[since:] if m.role == "learner"]
-
-
 class HTTPRun:
     """One run driven over HTTP: the :class:`LMSRun`, the clock, and the trace it writes."""
 
     def __init__(self, handle: str, run: LMSRun, trace: KTRunTrace, path: Path):
         self.handle, self.run, self.trace, self.path = handle, run, trace, path
-        self.next_day = 0  # index into the plan's session days
-        self.turn = 0  # 0: no day open
-        self.today: DayRecord | None = None
 
     @property
     def finished(self) -> bool:
-        return self.next_day >= len(self.run.plan.session_days) and self.today is None
+        return self.run.finished
 
     def call(self, name: str, args: dict[str, Any] | None = None) -> Any:
         """A tool call; the static queries (the profile, the schedule, the unit's content) answer
         before the first day and between days too, every other call needs an open day (else 409)."""
-        if self.today is None and name not in STATIC_QUERIES:
+        if not self.run.day_open and name not in STATIC_QUERIES:
             raise RunConflict(_no_day(self.handle), field="day")
         try:
-            return self.run.query(name, args) if self.today is None else self.run.call(name, args)
+            return self.run.call(name, args) if self.run.day_open else self.run.query(name, args)
         except ToolError as exc:  # logged by the run, which goes on
             raise RequestError(str(exc), field=exc.field) from None
 
     def advance(self) -> Advanced:
+        """One step of the run's own clock (:meth:`LMSRun.advance`), as the bench's loop steps it."""
         plan = self.run.plan
-        if self.today is None:
-            day = plan.session_days[self.next_day]
-            self.today = self.run.start_day(day)
-            self.turn = 1
-            self.run.begin_turn(1)
-            return Advanced(day=day, turn=1, turns=plan.turns, pre_probe_accuracy=self.today.pre_accuracy,
-                            messages=_learner_messages(self.today, 0))
-        record = self.today
-        n_practice, n_messages, skipped = len(record.practice), len(record.messages), record.skipped
-        self.run.end_turn()
-        practice = [PracticeOut(item=a.item, kc=a.kc, answer=a.answer, correct=a.correct)
-                    for a in record.practice[n_practice:]]
-        turn_out = {"practice": practice, "skipped": record.skipped - skipped,
-                    "messages": _learner_messages(record, n_messages)}
-        if self.turn < plan.turns:
-            self.turn += 1
-            self.run.begin_turn(self.turn)
-            return Advanced(day=record.day, turn=self.turn, turns=plan.turns, **turn_out)
-        done = self.run.end_day()
-        self.today, self.turn = None, 0
-        self.next_day += 1
+        tick = self.run.advance()
+        messages = [LearnerMessage(turn=m.turn, role=m.role, text=m.text) for m in tick.messages]
+        if tick.day_started:
+            return Advanced(day=tick.day, turn=1, turns=plan.turns, pre_probe_accuracy=tick.record.pre_accuracy,
+                            messages=messages)
+        turn_out = {"practice": [PracticeOut(item=a.item, kc=a.kc, answer=a.answer, correct=a.correct)
+                                 for a in tick.practice], "skipped": tick.skipped, "messages": messages}
+        if not tick.day_ended:
+            return Advanced(day=tick.day, turn=tick.turn, turns=plan.turns, **turn_out)
         self.write_trace()
-        return Advanced(day_ended=done.day, pre=done.pre_accuracy, post=done.post_accuracy,
-                        finished=self.finished, trace=f"$SIMHUB_HOME/{TRACE_DIR}/{self.path.name}", **turn_out)
+        return Advanced(day_ended=tick.day, pre=tick.record.pre_accuracy, post=tick.record.post_accuracy,
+                        finished=tick.finished, trace=f"$SIMHUB_HOME/{TRACE_DIR}/{self.path.name}", **turn_out)
 
     def write_trace(self) -> None:
-        from simhub.tutoring.kt_bench import write_kt_trace
+        from simhub.learners.kt.runs import write_kt_trace
 
         self.trace.days = list(self.run.days)
         self.trace.help = [msgspec.structs.replace(h) for h in self.run.help]
@@ -316,7 +298,7 @@ class LMSRuns:
     def _build(kit: LearnerKit, scenario: Scenario, data: CreateRun) -> HTTPRun:
         from simhub.config import simhub_home
         from simhub.learners.kt.lms import LMSRun
-        from simhub.tutoring.kt_bench import KTRunTrace
+        from simhub.learners.kt.runs import KTRunTrace
 
         plan, persona = plan_one(kit, scenario, data.ability, data.seed)
         run = LMSRun(plan, model=kit.model, bank=kit.bank, persona=persona, role_player=kit.role_player,
@@ -446,7 +428,7 @@ def apply_lms_docs(openapi: OpenAPI) -> None:
             if operation.operation_id == "lmsGetTrace":  # served as the file's bytes, documented as what they are
                 ok = operation.responses["200"]
                 ok.content["application/json"].schema = Schema(  # type: ignore[union-attr]
-                    type=OpenAPIType.OBJECT, description="a KTRunTrace (simhub.tutoring.kt_bench): the plan, the "
+                    type=OpenAPIType.OBJECT, description="a KTRunTrace (simhub.learners.kt.runs): the plan, the "
                     "learner's start, every finished day (probes, practice, actions, messages) and the help requests")
             if operation.operation_id in _ACTION_TOOLS and operation.request_body is not None:
                 tool = _TOOL_DOCS[_ACTION_TOOLS[operation.operation_id]]

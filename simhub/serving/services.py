@@ -376,7 +376,7 @@ class Services:
 
         started = time.perf_counter()
         quiet = log.getEffectiveLevel() > logging.DEBUG
-        from simhub.training.common import PROGRESS, VERBOSE
+        from simhub.progress import PROGRESS, VERBOSE
 
         if quiet:
             _quiet_libraries()

@@ -6,7 +6,6 @@ supervised training loop, and the output folder's files (adapter, ``training_con
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import json
 import logging
 import os
@@ -18,6 +17,7 @@ from typing import Any
 from simhub.errors import ConfigError, require
 from simhub.models.cpu import apply_thread_policy
 from simhub.models.refs import load_tokenizer
+from simhub.progress import PROGRESS, VERBOSE
 from simhub.schema import atomic_write_bytes
 from simhub.training.config import TrainRecipe, check_resources
 
@@ -26,15 +26,7 @@ EVAL_RESULTS_FILE = "eval_results.json"
 
 logger = logging.getLogger("simhub.training")
 
-#: Whether training prints its progress (summary lines, trainable parameters, the Trainer's bars and
-#: per-step dicts). A service building demo models in a background thread turns it off there, so
-#: its log keeps one line per build step; what is trained is the same either way.
-VERBOSE: contextvars.ContextVar[bool] = contextvars.ContextVar("simhub_training_verbose", default=True)
-
-#: ``progress(step, max_steps)`` after every optimiser step of a training run in this context (the
-#: service reports a build's progress and ETA with it); None: nobody listens.
-PROGRESS: contextvars.ContextVar[Callable[[int, int], None] | None] = contextvars.ContextVar(
-    "simhub_training_progress", default=None)
+# Whether training prints its progress, and who listens to its steps: simhub.progress.
 
 
 def _progress_callback(report: Callable[[int, int], None]):

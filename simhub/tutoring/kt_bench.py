@@ -22,7 +22,6 @@ import contextlib
 import dataclasses
 import functools
 import os
-import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,91 +29,34 @@ from typing import Any
 import msgspec
 
 from simhub.cache import ContentCache, fingerprint, source_digest
-from simhub.errors import DataError
 from simhub.learners.kt.base import KTModel
 from simhub.learners.kt.items import ItemBank
-from simhub.learners.kt.lms import DayRecord, HelpRecord, LMSRun, RunPlan, ToolError, check_failed
-from simhub.learners.kt.scenarios import Scenario
+from simhub.learners.kt.lms import DayRecord, LMSRun, RunPlan, ToolError, check_failed
+from simhub.learners.kt.runs import (
+    KT_TRACE_READS,
+    KT_TRACE_VERSION,
+    RUN_FILE,
+    TRACES,
+    KTRunTrace,
+    _safe,
+    is_kt_trace_file,
+    learner_parts,
+    new_trace,
+    plan_runs,
+    read_kt_trace,
+    run_id,
+    sample_log,
+    write_kt_trace,
+)
 from simhub.learners.kt.student import ABILITIES, LearnerSettings, PersonaSeed, RolePlayer
-from simhub.schema import atomic_write_bytes
 from simhub.tutoring.kt_tutors import LMSTutor
-from simhub.tutoring.trace import open_run_folder, read_document
+from simhub.tutoring.trace import open_run_folder
 
-__all__ = ["KT_TRACE_VERSION", "KTBench", "KTBenchOptions", "KTRunTrace", "plan_runs", "read_kt_trace"]
-
-KT_TRACE_VERSION = 1
-KT_TRACE_READS = (1,)
-TRACES = "traces"
-RUN_FILE = "run.json"
-
-
-class KTRunTrace(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """One tutor's run with one learner: the plan, the learner's start, and every day so far."""
-
-    schema_version: int = KT_TRACE_VERSION
-    kind: str = "kt-learner-run"
-    id: str
-    tutor: str
-    plan: RunPlan
-    unit: list[str]
-    initial_mastery: dict[str, float]
-    #: The persona seed's own warm-up accuracy (the real student's share of correct answers).
-    persona_accuracy: float
-    days: list[DayRecord] = msgspec.field(default_factory=list)
-    help: list[HelpRecord] = msgspec.field(default_factory=list)
-    models: dict[str, Any] = msgspec.field(default_factory=dict)
-    complete: bool = False
-    #: The judge panel's votes: ``{day: {judge: {helpfulness, gagne, rosenshine, handover} or {flagged}}}``.
-    judgments: dict[str, dict[str, dict[str, Any]]] = msgspec.field(default_factory=dict)
-
-    @property
-    def failed_days(self) -> int:
-        return sum(d.failed is not None for d in self.days)
-
-
-def read_kt_trace(path: str | os.PathLike[str]) -> KTRunTrace:
-    """A KT-learner run's trace (a DataError naming the file when it is not one, or broken)."""
-    return read_document(path, KTRunTrace, "kt-learner-run", KT_TRACE_READS, "KT-learner trace ",
-                         "not a KT-learner trace (kind 'kt-learner-run' expected)")
-
-
-def write_kt_trace(path: Path, trace: KTRunTrace) -> None:
-    atomic_write_bytes(path, msgspec.json.format(msgspec.json.encode(trace), indent=1))
-
-
-def is_kt_trace_file(path: Path) -> bool:
-    try:
-        head = path.read_bytes()[:200]
-    except OSError:
-        return False
-    return b'"kind":"kt-learner-run"' in head.replace(b" ", b"")
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "x"
-
-
-def plan_runs(scenarios: Sequence[Scenario], abilities: Sequence[str], repeats: int, seed: int,
-              seeds: Mapping[str, PersonaSeed]) -> list[RunPlan]:
-    """One plan per (scenario, ability, repeat), ``seeds`` giving each run's persona seed by run id."""
-    plans = []
-    for sc in scenarios:
-        for ability in abilities:
-            for r in range(repeats):
-                run = run_id(sc, ability, r)
-                p, s = sc.personality, sc.schedule
-                plans.append(RunPlan(run=run, scenario=sc.id, personality=p.id, personality_text=p.description,
-                                     help_trigger=p.help_trigger, help_rate=p.help_rate, engagement=p.engagement,
-                                     replies=p.replies, adversarial=p.adversarial,
-                                     session_days=tuple(sc.session_days()), days=sc.days, turns=s.turns,
-                                     probe_items=s.probe_items, ability=ability, persona=seeds[run].student,
-                                     seed=seed))
-    return plans
-
-
-def run_id(scenario: Scenario, ability: str, repeat: int) -> str:
-    return f"{scenario.id}__{ability}__r{repeat}"
-
+# The run record and its construction live with the learner (simhub.learners.kt.runs), shared with /lms;
+# they are re-exported here for the bench's callers.
+__all__ = ["KT_TRACE_READS", "KT_TRACE_VERSION", "RUN_FILE", "TRACES", "KTBench", "KTBenchOptions", "KTRunTrace",
+           "is_kt_trace_file", "learner_parts", "new_trace", "plan_runs", "read_kt_trace", "run_id", "sample_log",
+           "write_kt_trace"]
 
 def check_abilities(text: str | Sequence[str]) -> list[str]:
     from simhub.tutoring.bench import parse_names
@@ -235,12 +177,8 @@ class KTBench:
                     write_kt_trace(path, trace)
                     return trace
         run = self.new_run(plan)
-        persona = self.seeds[plan.run]
-        trace = existing or KTRunTrace(
-            id=f"{tutor.id}|{plan.run}", tutor=tutor.id, plan=plan, unit=list(run.unit),
-            initial_mastery=run.masteries(), persona_accuracy=round(sum(c for _, _, c in persona.warmup)
-                                                                    / len(persona.warmup), 6),
-            models={"tutor": tutor.describe(), "role_player": self.role_player.describe(), "kt_model": self.model_id})
+        trace = existing or new_trace(tutor.id, tutor.describe(), run, role_player=self.role_player.describe(),
+                                      kt_model=self.model_id)
         if existing is not None:
             run.restore(existing.days, existing.help)
         done = {d.day for d in trace.days}
@@ -261,52 +199,22 @@ class KTBench:
 
     @staticmethod
     def _day(run: LMSRun, tutor: LMSTutor, day: int, turns: int) -> DayRecord:
+        """One session day on the run's own clock (:meth:`LMSRun.advance`), as ``/lms`` steps it."""
         try:
-            run.start_day(day)
+            tick = run.advance()
+            if (tick.day, run.plan.turns) != (day, turns):
+                raise ValueError(f"the run's clock is at day {tick.day}, not day {day}")
             tutor.start_day(run, day)
-            for t in range(1, turns + 1):
-                run.begin_turn(t)
+            while not tick.day_ended:
                 with contextlib.suppress(ToolError):  # a scripted tutor's bad call: logged by the run; the turn ends
-                    tutor.turn(run, day, t)
-                run.end_turn()
-            return run.end_day()
+                    tutor.turn(run, day, tick.turn)
+                tick = run.advance()
+            return tick.record
         except Exception as exc:  # a learner, tutor or model call that failed: the day fails, the run goes on
             return run.fail_day(check_failed(exc))
 
 
 # ------------------------------------------------------------------------- the learner's parts
-
-
-def sample_log(split: str = "train"):
-    """The sample corpus's graded answers (one split)."""
-    from simhub.data.sample import load_sample_corpus
-    from simhub.learners.kt.logs import responses_from_dialogues
-
-    return responses_from_dialogues(load_sample_corpus()[split])
-
-
-def learner_parts(kt_model: str = "sample", responses: str = "sample", items: str = "sample"
-                  ) -> tuple[KTModel, str, Any, ItemBank]:
-    """The KT model (``sample``: BKT, one pooled EM fit on the sample corpus's train split, seed 0; or
-    a saved model file), its id, the persona log (``sample`` or a response CSV) and the item bank
-    (``sample``: the sample corpus's questions; or an item JSONL file)."""
-    from simhub.learners.kt.bkt_fit import FitSettings, fit_bkt
-    from simhub.learners.kt.items import read_items, sample_item_bank
-    from simhub.learners.kt.logs import read_responses
-    from simhub.learners.kt.registry import load_kt_model
-
-    train = sample_log("train") if "sample" in (kt_model, responses) else None
-    if kt_model == "sample":
-        model: KTModel = fit_bkt(train, FitSettings(method="em", seed=0), pooled=True)
-    else:
-        model = load_kt_model(kt_model)
-    log = train if responses == "sample" else read_responses(responses)
-    bank = sample_item_bank() if items == "sample" else read_items(items)
-    known = set(model.kcs)
-    if not any(kc in known for kc in bank.kcs):
-        raise DataError(f"--kt-items: none of the {len(bank.kcs)} KCs of the item bank is a KC of the KT model "
-                        f"(--kt-model; e.g. {bank.kcs[0]!r})", field="kt_items")
-    return model, (kt_model if kt_model != "sample" else "bkt:sample-pooled-em"), log, bank
 
 
 def heldout_calibration(model: KTModel, log: Any) -> dict[str, Any] | None:

@@ -487,3 +487,36 @@ def test_the_tools_are_openai_function_tools_one_per_action():
     assert by_name["assign_items"]["required"] == ["item_ids"]
     assert by_name["adjust_level"]["properties"]["delta"]["enum"] == [-1, 1]
     assert by_name["stay_silent"]["properties"] == {}
+
+
+def test_the_run_owns_its_clock_and_advance_steps_it_as_the_manual_loop_does():
+    """LMSRun.advance (the bench's loop and /lms/{run}/advance) is the manual day loop: a run stepped
+    by it records the same days, beliefs and help requests as one stepped by start_day/begin_turn/
+    end_turn/end_day; it says what the learner did since the last step, and refuses after the last day."""
+    manual, clocked = (_run(help_trigger="any_day", help_rate=1.0, replies=1.0) for _ in range(2))
+    for day in manual.plan.session_days:
+        _busy_day(manual, day)
+    ticks = []
+    while not clocked.finished:
+        tick = clocked.advance()
+        ticks.append((tick.day_started, tick.day, tick.turn, tick.day_ended))
+        if tick.day_started:
+            assert clocked.day_open and clocked.turn == 1 and [m.role for m in tick.messages] == ["learner"]
+            clocked.call("adjust_level", {"kcs": ["Decimals"], "delta": 1})
+            clocked.call("provide_content", {"kc": "Decimals", "kind": "example", "text": "0.5 is a half."})
+            clocked.call("assign_items", {"item_ids": ["d1", "f1"]})
+        elif not tick.day_ended:
+            assert [a.item for a in tick.practice] == ["d1", "f1"] and tick.skipped == 0
+            clocked.call("send_message", {"text": "Try d2 next."})
+        else:
+            assert tick.record is clocked.days[-1] and [m.role for m in tick.messages] == ["learner"]  # the reply
+    assert ticks == [(True, d, 1, False) for d in (1,)] + [(False, 1, 2, False), (False, 1, 0, True),
+                                                           (True, 2, 1, False), (False, 2, 2, False), (False, 2, 0, True),
+                                                           (True, 3, 1, False), (False, 3, 2, False), (False, 3, 0, True)]
+    assert msgspec.to_builtins(clocked.days) == msgspec.to_builtins(manual.days)
+    assert msgspec.to_builtins(clocked.help) == msgspec.to_builtins(manual.help)
+    assert MODEL.masteries(clocked.belief) == MODEL.masteries(manual.belief)
+    assert not clocked.day_open and clocked.turn == 0
+    with pytest.raises(ToolError) as done:
+        clocked.advance()
+    assert done.value.field == "run" and "all 3 session days are done" in str(done.value)

@@ -22,6 +22,7 @@ too, and the run goes on).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
@@ -54,6 +55,7 @@ __all__ = [
     "Message",
     "ProbeAnswer",
     "RunPlan",
+    "Tick",
     "ToolError",
 ]
 
@@ -204,6 +206,23 @@ class RunPlan(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 # ---------------------------------------------------------------------------------- the run
 
 
+@dataclasses.dataclass(frozen=True)
+class Tick:
+    """What one :meth:`LMSRun.advance` did. ``day_started``: the day began (its turn 1 is open);
+    ``turn`` is the turn now open (0: the day ended); ``record`` is the day's record; ``practice``,
+    ``skipped`` and ``messages`` (the learner's) are what the learner did since the previous tick."""
+
+    day_started: bool
+    day: int
+    turn: int
+    record: DayRecord
+    practice: list[ProbeAnswer]
+    skipped: int
+    messages: list[Message]
+    day_ended: bool
+    finished: bool
+
+
 class LMSRun:
     """One learner's run through its days; see the module docstring."""
 
@@ -344,6 +363,49 @@ class LMSRun:
         self.days.append(day)
         self._today = None
         return day
+
+    # ------------------------------------------------------------------------------ the clock
+
+    @property
+    def day_open(self) -> bool:
+        """Whether a session day is open (between its start and its end)."""
+        return self._today is not None
+
+    @property
+    def turn(self) -> int:
+        """The turn now open (0 when no day is)."""
+        return self._turn if self._today is not None else 0
+
+    @property
+    def finished(self) -> bool:
+        """Whether every session day of the plan is done (finished or failed)."""
+        return self._today is None and len(self.days) >= len(self.plan.session_days)
+
+    def advance(self) -> Tick:
+        """The run's clock, one step: with no day open, the next session day starts (the pre-session
+        probe, the learner's help request if it makes one) and its turn 1 begins; with a day open, the
+        turn ends (the learner works the items assigned so far and may reply) and the next one begins,
+        or, after the last turn, the day ends (the post-session probe). The bench's loop and the HTTP
+        service (``POST /lms/{run}/advance``) both drive a run through this, so they step it alike."""
+        if self._today is None:
+            if self.finished:
+                raise ToolError(f"run: finished: all {len(self.plan.session_days)} session days are done",
+                                field="run")
+            record = self.start_day(self.plan.session_days[len(self.days)])
+            self.begin_turn(1)
+            return Tick(day_started=True, day=record.day, turn=1, record=record, practice=[], skipped=0,
+                        messages=[m for m in record.messages if m.role == "learner"], day_ended=False,
+                        finished=False)
+        record = self._today
+        n_practice, n_messages, skipped = len(record.practice), len(record.messages), record.skipped
+        self.end_turn()
+        since = {"practice": record.practice[n_practice:], "skipped": record.skipped - skipped,
+                 "messages": [m for m in record.messages[n_messages:] if m.role == "learner"]}
+        if self._turn < self.plan.turns:
+            self.begin_turn(self._turn + 1)
+            return Tick(day_started=False, day=record.day, turn=self._turn, record=record, day_ended=False, finished=False, **since)
+        done = self.end_day()
+        return Tick(day_started=False, day=done.day, turn=0, record=done, day_ended=True, finished=self.finished, **since)
 
     def _need_day(self) -> DayRecord:
         if self._today is None:
