@@ -6,7 +6,7 @@
 * any ``tutors:`` entry of the profile with ``kind: openai``: a chat model given the actions as OpenAI
   tools (:class:`ToolTutor`), the way agent frameworks call tools, through simhub's shared endpoint
   client (:func:`simhub.models.endpoints.client_for`): its key rules, retries, on-disk answer cache
-  and usage counts. Each turn it may call tools (their results go back to it) until it answers without
+  and call counts. Each turn it may call tools (their results go back to it) until it answers without
   a tool call; text it answers with is sent to the learner as a message. A tool call with bad
   arguments gets the error back as the tool's result and is logged; the run goes on.
 
