@@ -16,15 +16,18 @@ a struct's own meaning is its docstring's first paragraph.
 from __future__ import annotations
 
 import inspect
+import math
 import re
 import types
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-__all__ = ["FieldRow", "comment_docs", "first_paragraph", "nested_structs", "plain", "struct_rows", "type_text"]
+__all__ = ["FieldRow", "bound_text", "cards_page", "comment_docs", "first_paragraph", "nested_structs", "plain",
+           "struct_rows", "type_text"]
 
 _ROLE = re.compile(r":[\w:]+:`~?([^`]+)`|``([^`]+)``")
 _FIELD = re.compile(r"^    (\w+)\s*:")
@@ -43,6 +46,20 @@ def first_paragraph(doc: str | None) -> str:
     """The first paragraph of a docstring, on one line, in Markdown."""
     paragraph = inspect.cleandoc(doc or "").split("\n\n")[0]
     return " ".join(plain(paragraph).split())
+
+
+def bound_text(value: float) -> str:
+    """A range bound as a card prints it.
+
+    >>> bound_text(float("inf")), bound_text(-1.0), bound_text(0.5)
+    ('∞', '-1', '0.5')
+    """
+    return "∞" if math.isinf(value) else f"{value:g}"
+
+
+def cards_page(title: str, intro: str, cards: Iterable[str]) -> str:
+    """A generated page of cards: its title, one introductory paragraph, then each card."""
+    return "\n".join([f"# {title}", "", intro, "", *cards]).rstrip() + "\n"
 
 
 def comment_docs(cls: type) -> dict[str, str]:
@@ -145,7 +162,7 @@ def _structs_in(tp: Any) -> list[type]:
     origin = typing.get_origin(tp)
     if origin is typing.Annotated:
         return _structs_in(typing.get_args(tp)[0])
-    if origin in (typing.Union, types.UnionType, list, tuple, dict) or origin is not None:
+    if origin is not None:  # a union, list, tuple or dict: the structs among its arguments
         return [s for arg in typing.get_args(tp) for s in _structs_in(arg)]
     return []
 

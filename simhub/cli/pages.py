@@ -13,8 +13,6 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-import msgspec
-
 from simhub.structdoc import first_paragraph, nested_structs, struct_rows
 
 CONFIG_PAGE = "docs/reference/config.md"
@@ -36,8 +34,8 @@ def struct_table(cls: type, known: Iterable[type]) -> list[str]:
     type is another struct of ``known`` links to that struct's section."""
     names = {k.__name__: _anchor(k) for k in known}
     lines = [f"### `{cls.__name__}` {{#{_anchor(cls)}}}", ""]
-    about = first_paragraph(cls.__doc__ if cls.__doc__ not in (msgspec.Struct.__doc__,) else None)
-    if about and not about.startswith("Base of "):
+    about = first_paragraph(cls.__doc__)  # a struct without a docstring has an empty one
+    if about:
         lines += [about, ""]
     lines += ["| key | type | default | meaning |", "|---|---|---|---|"]
     for row in struct_rows(cls):

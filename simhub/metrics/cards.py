@@ -8,35 +8,12 @@ its own package. ``python scripts/gen_reference.py`` writes the page; a test che
 
 from __future__ import annotations
 
-import math
-import re
-
 from simhub.metrics.base import Output
 from simhub.metrics.registry import BUILTIN_METRICS, metric_class
+from simhub.structdoc import bound_text, cards_page, first_paragraph
 
 #: Where the page lives in the repository.
 METRICS_PAGE = "docs/reference/metrics.md"
-
-_ROLE = re.compile(r":[\w:]+:`~?([^`]+)`|``([^`]+)``")
-
-
-def _plain(text: str) -> str:
-    return _ROLE.sub(lambda m: next(g for g in m.groups() if g is not None), text)
-
-
-def _first_paragraph(doc: str | None) -> str:
-    paragraph = (doc or "").strip().split("\n\n")[0]
-    return " ".join(_plain(paragraph).split())
-
-
-def _bound(value: float) -> str:
-    """A range bound as the card prints it.
-
-    >>> _bound(float("inf")), _bound(-1.0), _bound(0.5)
-    ('∞', '-1', '0.5')
-    """
-    return "∞" if math.isinf(value) else f"{value:g}"
-
 
 def card(output: Output, metric: str) -> str:
     """The card of one output of the registered metric ``metric``.
@@ -48,9 +25,9 @@ def card(output: Output, metric: str) -> str:
     cls = metric_class(metric)
     model = (f"a model: the profile's `scoring.metrics.{cls.config_key}`" if cls.config_key
              else "no model (text only)")
-    lines = [f"## {output.heading} (`{output.name}`)", "", _first_paragraph(cls.__doc__), "",
+    lines = [f"## {output.heading} (`{output.name}`)", "", first_paragraph(cls.__doc__), "",
              f"- **Declared as:** {output.description}",
-             f"- **Range:** [{_bound(output.low)}, {_bound(output.high)}]"
+             f"- **Range:** [{bound_text(output.low)}, {bound_text(output.high)}]"
              + (", binary (0 or 1: paired comparisons use McNemar's test)" if output.binary else ""),
              f"- **Direction:** {'higher' if output.higher_is_better else 'lower'} is more realistic ({output.arrow})",
              f"- **Null when:** {output.null_rule}",
@@ -66,12 +43,9 @@ def card(output: Output, metric: str) -> str:
 
 def metrics_markdown() -> str:
     """The whole page: every built-in metric's outputs, in the paper's order."""
-    out = ["# Metric cards", "",
-           "Generated from each metric's declared metadata by `python scripts/gen_reference.py` (a test checks "
-           "that this page matches the code). The same metadata reaches `GET /models`, the report and the "
-           "leaderboard. `simhub data items test.jsonl --output items.jsonl` writes score items for every "
-           "student turn of a dialogue file.", ""]
-    for name in BUILTIN_METRICS:
-        for output in metric_class(name).outputs:
-            out.append(card(output, name))
-    return "\n".join(out).rstrip() + "\n"
+    intro = ("Generated from each metric's declared metadata by `python scripts/gen_reference.py` (a test checks "
+             "that this page matches the code). The same metadata reaches `GET /models`, the report and the "
+             "leaderboard. `simhub data items test.jsonl --output items.jsonl` writes score items for every "
+             "student turn of a dialogue file.")
+    return cards_page("Metric cards", intro, (card(output, name) for name in BUILTIN_METRICS
+                                              for output in metric_class(name).outputs))

@@ -50,6 +50,8 @@ def test_the_first_ten_minutes_run_as_written(demo_profile, tmp_path):
     work = tmp_path / "work"
     assert {p.name for p in (work / "data").iterdir()} >= {"train.jsonl", "val.jsonl", "test.jsonl"}
     assert "test" in first.stdout  # the dataset table names the splits
+    # the sample test split the demo tables are measured on: 47 dialogues, 281 student turns
+    assert re.search(r"^dialogues\s+47$", first.stdout, re.M) and re.search(r"^student_turns\s+281$", first.stdout, re.M)
     floor = json.loads((work / "runs" / "floor" / "results.json").read_text())
     assert list(floor["metrics"]) == ["rouge_l"] and floor["simulator"] == "reference:previous-turn"
     sft = json.loads((work / "runs" / "sft" / "results.json").read_text())

@@ -6,11 +6,9 @@ when it is null, what it needs besides the dialogues, and the command that compu
 
 from __future__ import annotations
 
-import math
-
 from simhub.evaluation.dialogue_level.base import DialogueMetric, DialogueOutput
-from simhub.evaluation.dialogue_level.registry import _REGISTRY, dialogue_metric_class
-from simhub.structdoc import first_paragraph
+from simhub.evaluation.dialogue_level.registry import BUILTIN_DIALOGUE_METRICS, dialogue_metric_class
+from simhub.structdoc import bound_text, cards_page, first_paragraph
 
 #: Where the page lives in the repository.
 DIALOGUE_METRICS_PAGE = "docs/reference/dialogue-metrics.md"
@@ -26,10 +24,6 @@ _LABELS = {"acts": "act labels from the act classifier (`scoring.metrics.acts`)"
            "correctness": "correctness labels (`scoring.metrics.correctness_classifier`, else the judge)"}
 
 
-def _bound(value: float) -> str:
-    return "∞" if math.isinf(value) else f"{value:g}"
-
-
 def card(output: DialogueOutput, cls: type[DialogueMetric]) -> str:
     """The card of one output of dialogue metric ``cls``.
 
@@ -39,10 +33,10 @@ def card(output: DialogueOutput, cls: type[DialogueMetric]) -> str:
     '## Turn length (W1) (`length_w1`)'
     """
     needs = [_INPUTS.get(r, r) for r in cls.requires] + [_LABELS.get(label, label) for label in cls.labels]
-    about = first_paragraph(cls.__doc__ if cls.__doc__ != DialogueMetric.__doc__ else None)
+    about = first_paragraph(cls.__doc__)
     lines = [f"## {output.heading} (`{output.name}`)", "", *([about, ""] if about else []),
              f"- **Measures:** {output.description}",
-             f"- **Range:** [{_bound(output.low)}, {_bound(output.high)}]",
+             f"- **Range:** [{bound_text(output.low)}, {bound_text(output.high)}]",
              f"- **Direction:** {output.direction or 'not declared'} ({output.arrow or '–'})",
              f"- **Null when:** {output.null_rule}",
              "- **Needs:** " + ("; ".join(needs) if needs else "the dialogues alone")
@@ -55,12 +49,8 @@ def card(output: DialogueOutput, cls: type[DialogueMetric]) -> str:
 
 def dialogue_metrics_markdown() -> str:
     """The whole page: every built-in dialogue-level output, in the order results list them."""
-    out = ["# Dialogue-level metric cards", "",
-           "Generated from each dialogue metric's declared metadata by `python scripts/gen_reference.py` (a test "
-           "checks that this page matches the code). Every value comes with a dialogue-bootstrap 95% CI in "
-           "`dialogue_results.json`; the guide is [Dialogue-level realism](../guides/dialogue-realism.md).", ""]
-    for name in _REGISTRY:
-        cls = dialogue_metric_class(name)
-        for output in cls.outputs:
-            out.append(card(output, cls))
-    return "\n".join(out).rstrip() + "\n"
+    intro = ("Generated from each dialogue metric's declared metadata by `python scripts/gen_reference.py` (a test "
+             "checks that this page matches the code). Every value comes with a dialogue-bootstrap 95% CI in "
+             "`dialogue_results.json`; the guide is [Dialogue-level realism](../guides/dialogue-realism.md).")
+    classes = [dialogue_metric_class(name) for name in BUILTIN_DIALOGUE_METRICS]
+    return cards_page("Dialogue-level metric cards", intro, (card(output, cls) for cls in classes for output in cls.outputs))

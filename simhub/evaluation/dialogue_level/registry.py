@@ -27,6 +27,9 @@ _REGISTRY: dict[str, str] = {
     "tutor_sensitivity": f"{_PACKAGE}.sensitivity:TutorSensitivity",
 }
 
+#: The built-in dialogue metrics' names (their cards are generated: ``docs/reference/dialogue-metrics.md``).
+BUILTIN_DIALOGUE_METRICS: tuple[str, ...] = tuple(_REGISTRY)
+
 _METRICS: LazyRegistry[type[DialogueMetric]] = LazyRegistry("dialogue metric", _REGISTRY,
                                                              group="simhub.dialogue_metrics")
 
