@@ -293,7 +293,7 @@ def replay_run(run: Any, graphs: GraphSource | Mapping[str, IUGraph | ValidatedG
     at_stop = conversation_metrics(graph, initial, records[: stop.turn]) if stop else None
     if mode == "legacy_proxy":
         metrics = proxy
-        at_stop = _with_proxy_dc(at_stop, records[: stop.turn]) if at_stop is not None and stop else at_stop
+        at_stop = _with_proxy_dc(at_stop, records[: stop.turn]) if stop else None
     agreement = _agreement(run, graph, records, file=file, prefix=prefix)
     if agreement is not None and isinstance(logged.get("absorbed_ic_f1"), int | float):
         agreement = msgspec.structs.replace(agreement, dc_mode=mode,
