@@ -74,7 +74,7 @@ def _is_json_object(text: str) -> bool:
 def run(model: str, n_seeds: int, n_items: int, temperature: float, max_tokens: int, output: Path) -> dict[str, Any]:
     from simhub.models import load_lm
     from simhub.provision import resolve_model
-    from simhub.tutoring.kt_bench import learner_parts
+    from simhub.tutoring.lms.bench import learner_parts
 
     ref = ModelRef(model=resolve_model(model))
     bank = learner_parts()[3]

@@ -55,8 +55,8 @@ def _reads(model, history: list[tuple[str, str, bool]], n: int) -> dict[str, Any
 def _bench(model, model_id: str, bank, log) -> dict[str, Any]:
     from simhub.learners.kt import load_scenarios
     from simhub.learners.kt.student import LearnerSettings, StandInRolePlayer, assign_seeds, persona_seeds
-    from simhub.tutoring.kt_bench import KTBench, KTBenchOptions, plan_runs, run_id
-    from simhub.tutoring.kt_tutors import WeakestTutor
+    from simhub.tutoring.lms.bench import KTBench, KTBenchOptions, plan_runs, run_id
+    from simhub.tutoring.lms.tutors import WeakestTutor
 
     scs = load_scenarios("confused-productive__after-school", days=5)
     settings = LearnerSettings()
@@ -84,7 +84,7 @@ def main() -> int:
     from simhub.learners.kt.akt import AKTSettings, fit_akt
     from simhub.learners.kt.bkt_fit import FitSettings, fit_bkt
     from simhub.learners.kt.llmkt import LLMKTModel
-    from simhub.tutoring.kt_bench import learner_parts, sample_log
+    from simhub.tutoring.lms.bench import learner_parts, sample_log
 
     _, _, log, bank = learner_parts()
     history = [(r.item, r.kc, r.correct) for r in sample_log("train")]

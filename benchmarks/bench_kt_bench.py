@@ -9,10 +9,10 @@ Four parts, in one run:
   run into a second fresh folder against that cache (each finished run's trace is copied whole): both
   wall times and their ratio;
 * **KT updates**: ``BKT.update`` on the pooled sample model (one EM fit on the sample corpus's train
-  split, seed 0, as :func:`simhub.tutoring.kt_bench.learner_parts` builds it), updates per second
+  split, seed 0, as :func:`simhub.tutoring.lms.bench.learner_parts` builds it), updates per second
   over the sample log's observations; and ``replay`` of 200-observation warm-ups (how a persona seed
   starts a learner), seeds per second;
-* **summary**: :func:`simhub.tutoring.kt_results.summarize_kt` over the demo's traces with 2000
+* **summary**: :func:`simhub.tutoring.lms.results.summarize_kt` over the demo's traces with 2000
   bootstrap resamples.
 
 Setup (fitting the model, the persona seeds and the item bank) is timed apart and not in the loop's
@@ -46,7 +46,7 @@ def parts(scenarios: str, days: int) -> dict[str, Any]:
     """Everything a bench needs, built once: the model, persona seeds, plans and item bank."""
     from simhub.learners.kt import load_scenarios
     from simhub.learners.kt.student import LearnerSettings, StandInRolePlayer, assign_seeds, persona_seeds
-    from simhub.tutoring.kt_bench import learner_parts, plan_runs, run_id
+    from simhub.tutoring.lms.bench import learner_parts, plan_runs, run_id
 
     start = time.perf_counter()
     model, model_id, log, bank = learner_parts()
@@ -60,10 +60,10 @@ def parts(scenarios: str, days: int) -> dict[str, Any]:
 
 
 def bench_run(p: dict[str, Any], output: Path, *, no_cache: bool, cache_dir: Path | None) -> dict[str, Any]:
-    from simhub.tutoring.kt_bench import KTBench, KTBenchOptions
-    from simhub.tutoring.kt_tutors import build_kt_tutor
+    from simhub.tutoring import family
+    from simhub.tutoring.lms.bench import KTBench, KTBenchOptions
 
-    tutors = [build_kt_tutor(t, None) for t in TUTORS]
+    tutors = [family("kt-learner").build_tutor(t) for t in TUTORS]
     bench = KTBench(tutors, p["plans"], model=p["model"], model_id=p["model_id"], bank=p["bank"], seeds=p["seeds"],
                     role_player=p["role_player"], settings=p["settings"], output=output,
                     options=KTBenchOptions(cache_dir=str(cache_dir) if cache_dir else None, no_cache=no_cache))
@@ -114,7 +114,7 @@ def kt_rates(p: dict[str, Any], min_s: float = 1.0) -> dict[str, Any]:
 
 
 def summary_time(traces, n_resamples: int = 2000) -> dict[str, Any]:
-    from simhub.tutoring.kt_results import summarize_kt
+    from simhub.tutoring.lms.results import summarize_kt
 
     start, cpu = time.perf_counter(), time.process_time()
     results = summarize_kt(traces, tutor_order=list(TUTORS), n_resamples=n_resamples, seed=0)

@@ -38,8 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from simhub.cli import main as simhub
-    from simhub.tutoring.bench import TRACES
-    from simhub.tutoring.trace import read_trace
+    from simhub.tutoring.knowsim.bench import TRACES
+    from simhub.tutoring.knowsim.trace import read_trace
 
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "run"

@@ -35,11 +35,12 @@ from pathlib import Path
 def run(extractor_name: str, n: int, workdir: Path, folder: str) -> dict:
     from simhub.learners.presets import resolve_preset
     from simhub.learners.roleplay import ScriptedLearner
-    from simhub.tutoring import Bench, BenchOptions, build_bench_tutor, load_items, summarize
-    from simhub.tutoring.components import build_extractor
+    from simhub.tutoring import family
+    from simhub.tutoring.knowsim import Bench, BenchOptions, load_items, summarize
+    from simhub.tutoring.knowsim.components import build_extractor
 
     start = time.perf_counter()
-    tutors = [build_bench_tutor(t, None) for t in ("scripted:stepwise", "scripted:dump")]
+    tutors = [family("knowsim").build_tutor(t) for t in ("scripted:stepwise", "scripted:dump")]
     bench = Bench(tutors, ScriptedLearner(), build_extractor(extractor_name, None), resolve_preset("paper"),
                   BenchOptions(batch=64, cache_dir=str(workdir / "cache")), workdir / folder)
     items = load_items("sample", n)

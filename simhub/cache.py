@@ -88,6 +88,19 @@ class ContentCache:
         self.hits += 1
         return value
 
+    def get_bytes(self, key: str) -> bytes | None:
+        """Entry ``key``'s stored JSON, undecoded (a caller decodes it straight into its type)."""
+        if self.root is None:
+            return None
+        try:
+            with open(os.path.join(self._folder, key[:2], key + ".json"), "rb") as fh:
+                data = fh.read()
+        except OSError:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return data
+
     def put(self, key: str, value: Any) -> None:
         if self.root is not None:
             atomic_write_bytes(self._path(key), json.dumps(value, ensure_ascii=False).encode())

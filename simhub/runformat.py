@@ -162,7 +162,7 @@ class SimulationLine(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 # ------------------------------------------------------------------------------ dialogue_results.json
 
 
-class DialogueMetric(msgspec.Struct, forbid_unknown_fields=True):
+class DialogueStatistic(msgspec.Struct, forbid_unknown_fields=True):
     """One dialogue-level realism number with its interval and the number of dialogues."""
 
     value: float | None = None
@@ -172,7 +172,7 @@ class DialogueMetric(msgspec.Struct, forbid_unknown_fields=True):
 
 class DialogueLevelResults(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """``dialogue_results.json`` of ``simhub eval-dialogues``: what was compared, one
-    :class:`DialogueMetric` per statistic, and what stands behind them."""
+    :class:`DialogueStatistic` per statistic, and what stands behind them."""
 
     schema_version: int = RUN_FORMAT_VERSION
     kind: str | None = None
@@ -181,7 +181,7 @@ class DialogueLevelResults(msgspec.Struct, kw_only=True, forbid_unknown_fields=T
     profile: str | None = None
     simulator: str | None = None
     tutor: str | None = None
-    metrics: dict[str, DialogueMetric] = {}
+    metrics: dict[str, DialogueStatistic] = {}
     #: Why a statistic is null, for the report (files of early versions lack it).
     null_reasons: dict[str, str] = {}
     details: dict[str, Any] = {}

@@ -27,36 +27,30 @@ from simhub.cli.common import (
 from simhub.config import BUILTIN_BACKENDS
 
 
-def _is_knowsim(name: str | None) -> bool:
-    return name is not None and name.partition(":")[0] == "knowsim"
-
-
 def _check_simulator(name: str | None) -> None:
-    """A ``knowsim:LEVEL`` name's level, checked before anything is read or built (the profile's
-    names are checked against the profile by :func:`~simhub.cli.common.profile_for`)."""
-    if _is_knowsim(name):
-        from simhub.tutoring.components import knowsim_level
+    """A learner simulator's name (``knowsim:LEVEL``), checked before anything is read or built (the
+    profile's names are checked against the profile by :func:`~simhub.cli.common.profile_for`)."""
+    from simhub.simulation.registry import learner_simulator
 
-        knowsim_level(name)
+    learner = learner_simulator(name)
+    if learner is not None:
+        learner.check(name)
 
 
 def _simulator(args: argparse.Namespace, name: str, data, *, metrics: list[str] | None = None,
                tutors: list[str] | None = None, loaded=None, backend: str = "profile"):
-    """The provisioned profile (with ``metrics``' and ``tutors``' models) and the simulator ``name``:
-    the knowledge-state learner for ``knowsim``/``knowsim:LEVEL`` (it needs no model of the profile,
-    so none is provisioned for it), else the profile's simulator (the ICL pool beside ``data``)."""
+    """The provisioned profile (with ``metrics``' and ``tutors``' models) and the simulator ``name``
+    (the ICL pool beside ``data``). A learner family's learner (``knowsim[:LEVEL]``) needs no model
+    of the profile, so none is provisioned for it."""
     from simhub.cli.common import profile_for
     from simhub.simulation import build_simulator, with_icl_pool
+    from simhub.simulation.registry import learner_simulator
 
     tutors = tutors or []
-    if _is_knowsim(name):
-        from simhub.tutoring.components import knowsim_simulator  # (the tutoring stack: imported only for it)
-
-        knowsim = knowsim_simulator(name)
-        return profile_for(args, metrics=metrics, simulators=[], tutors=tutors, loaded=loaded), knowsim
-    profile = profile_for(args, metrics=metrics, simulators=[name], tutors=tutors, loaded=loaded)
-    force = None if backend == "profile" else _backend(backend)
-    return profile, build_simulator(name, with_icl_pool(profile, data), force_backend=force)
+    own = learner_simulator(name) is None
+    profile = profile_for(args, metrics=metrics, simulators=[name] if own else [], tutors=tutors, loaded=loaded)
+    force = None if backend == "profile" or not own else _backend(backend)
+    return profile, build_simulator(name, with_icl_pool(profile, data) if own else profile, force_backend=force)
 
 
 def _backend(choice: str) -> str:
@@ -159,19 +153,13 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from simhub.evaluation.report import load_run, table1_data, write_report
-    from simhub.tutoring.kt_report import is_kt_bench, kt_bench_section, load_kt_bench
-    from simhub.tutoring.report import bench_section, bench_title, is_tutor_bench, load_bench
+    from simhub.tutoring.family import bench_sections
 
     check_output(args.output, folder=False, make_folders=False)
-    kt_dirs = {d for d in args.runs if is_kt_bench(d)}  # first: a KT-learner folder is not a tutor-bench one
-    bench_dirs = {d for d in args.runs if d not in kt_dirs and is_tutor_bench(d)}
-    kt_runs = [load_kt_bench(d) for d in args.runs if d in kt_dirs]
-    benches = [load_bench(d) for d in args.runs if d in bench_dirs]
-    runs = [load_run(d) for d in args.runs if d not in bench_dirs and d not in kt_dirs]
-    sections = ([bench_section(benches)] if benches else []) + ([kt_bench_section(kt_runs)] if kt_runs else [])
-    title = args.title
-    if title is None and not runs and benches and not kt_runs:  # name what is compared, not the section again
-        title = bench_title(benches)
+    # each tutor-bench folder is rendered by its learner family (found by its results' kind)
+    sections, others, bench_title = bench_sections(args.runs)
+    runs = [load_run(d) for d in others]
+    title = args.title if args.title is not None else bench_title
     path = write_report(runs, args.output, title=title, sections=sections)
     if args.json:
         print(json.dumps(table1_data(runs), indent=2))

@@ -9,25 +9,13 @@ import sys
 from simhub.errors import ConfigError
 
 
-def _overrides(pairs: list[str] | None) -> dict:
-    import yaml
-
-    out = {}
-    for pair in pairs or []:
-        key, eq, value = pair.partition("=")
-        if not eq or not key:
-            raise ConfigError(f"preset override {pair!r}: expected FIELD=VALUE", field="preset")
-        out[key.strip()] = yaml.safe_load(value)
-    return out
-
-
 def _replay(args: argparse.Namespace) -> int:
     import msgspec
 
-    from simhub.learners.presets import resolve_preset
+    from simhub.learners.presets import parse_overrides, resolve_preset
     from simhub.learners.replay import RunFailure, format_result, replay_file
 
-    preset = resolve_preset(args.preset, _overrides(args.set))
+    preset = resolve_preset(args.preset, parse_overrides(args.set))
     result = replay_file(args.run, args.graphs, preset)
     results = result if isinstance(result, list) else [result]
     failures = [r for r in results if isinstance(r, RunFailure)]
@@ -69,10 +57,10 @@ def _graphs(args: argparse.Namespace) -> int:
     from simhub.cli.common import check_output, profile_for
     from simhub.config import load_profile
     from simhub.errors import DataError
+    from simhub.learners.chat import chat_model, model_names
     from simhub.learners.graph import write_graphs
     from simhub.learners.graphgen import build_graphs, existing_graphs, read_items
     from simhub.simulation import load_options
-    from simhub.tutoring.components import chat_model, model_names
 
     check_output(args.output, folder=False)
     items = read_items(args.items)
@@ -114,7 +102,7 @@ def _kt_fit(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from simhub.learners.kt.logs import read_responses
-    from simhub.tutoring.kt_bench import heldout_calibration, sample_log
+    from simhub.tutoring.lms.bench import heldout_calibration, sample_log
 
     log = sample_log("train") if args.responses == "sample" else read_responses(args.responses)
     out = Path(args.output)

@@ -78,7 +78,11 @@ def config_markdown() -> str:
 def _run_files() -> list[tuple[str, str, type, int, tuple[int, ...]]]:
     """(file, written by, struct, version written, versions read) for every versioned run file."""
     from simhub import runformat as rf
-    from simhub.tutoring import kt_bench, kt_results, results, trace
+    from simhub.tutoring import report as kit
+    from simhub.tutoring import runner
+    from simhub.tutoring.knowsim import results, trace
+    from simhub.tutoring.lms import bench as kt_bench
+    from simhub.tutoring.lms import results as kt_results
     from simhub.versions import RUN_FORMAT_READS, RUN_FORMAT_VERSION
 
     run = (RUN_FORMAT_VERSION, RUN_FORMAT_READS)
@@ -89,8 +93,8 @@ def _run_files() -> list[tuple[str, str, type, int, tuple[int, ...]]]:
         (rf.DIALOGUE_RESULTS_FILE, "`simhub eval-dialogues`", rf.DialogueLevelResults, *run),
         (rf.ROLLOUTS_FILE, "`simhub rollout` (one dialogue per line)", rf.RolloutLine, *run),
         (rf.ROLLOUT_SUMMARY_FILE, "`simhub rollout`", rf.RolloutSummary, *run),
-        ("run.json", "`simhub tutor-bench` (both learner families)", trace.RunInfo, trace.RUN_VERSION,
-         trace.RUN_READS),
+        ("run.json", "`simhub tutor-bench` (every learner family)", runner.RunInfo, runner.RUN_VERSION,
+         runner.RUN_READS),
         ("traces/*.json", "`simhub tutor-bench` (knowledge-state learner: one per conversation)", trace.Trace,
          trace.TRACE_VERSION, trace.TRACE_READS),
         ("results.json", "`simhub tutor-bench` (knowledge-state learner)", results.BenchResults,
@@ -99,6 +103,8 @@ def _run_files() -> list[tuple[str, str, type, int, tuple[int, ...]]]:
          kt_bench.KT_TRACE_VERSION, kt_bench.KT_TRACE_READS),
         ("results.json", "`simhub tutor-bench --learner kt-learner`", kt_results.KTBenchResults,
          kt_results.KT_RESULTS_VERSION, kt_results.KT_RESULTS_READS),
+        ("results.json", "`simhub tutor-bench` (a learner family summarised by the kit)", kit.KitResults,
+         kit.KIT_RESULTS_VERSION, (kit.KIT_RESULTS_VERSION,)),
     ]
 
 

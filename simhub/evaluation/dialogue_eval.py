@@ -47,8 +47,7 @@ from simhub.models import LoadOptions, Sampling, load_lm
 from simhub.models.endpoint_lm import Answer, endpoint_answers
 from simhub.progress import tqdm
 from simhub.prompts import correctness_messages, realness_messages
-from simhub.runformat import DIALOGUE_RESULTS_FILE, DialogueLevelResults, write_dialogue_results
-from simhub.runformat import DialogueMetric as DialogueMetricResult
+from simhub.runformat import DIALOGUE_RESULTS_FILE, DialogueLevelResults, DialogueStatistic, write_dialogue_results
 from simhub.schema import CORRECTNESS_LABELS, Dialogue, Turn, read_jsonl
 from simhub.simulation import Simulator, Target
 from simhub.simulation.tutor import MirrorTutor, Tutor, TutorRequest
@@ -486,7 +485,7 @@ def write_results(results: dict, output: str | os.PathLike[str], info: dict) -> 
     ``results`` are fields of :class:`~simhub.runformat.DialogueLevelResults`."""
     target = Path(output) / DIALOGUE_RESULTS_FILE
     fields = {**info, **results}
-    metrics = {name: DialogueMetricResult(value=m.get("value"), ci95=tuple(m["ci95"]) if m.get("ci95") else None, n=m.get("n"))
+    metrics = {name: DialogueStatistic(value=m.get("value"), ci95=tuple(m["ci95"]) if m.get("ci95") else None, n=m.get("n"))
                for name, m in fields.pop("metrics", {}).items()}
     write_dialogue_results(target, DialogueLevelResults(**fields, metrics=metrics))
     return target

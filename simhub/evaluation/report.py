@@ -73,8 +73,8 @@ from simhub.evaluation.rundir import (
     RESULTS_FILE,
     SCORES_FILE,
     DataInfo,
-    DialogueMetric,
     DialogueResults,
+    DialogueStatistic,
     Failures,
     MetricSummary,
     Run,
@@ -93,8 +93,8 @@ __all__ = [
     "SCORES_FILE",
     "TURN_FIGURES",
     "DataInfo",
-    "DialogueMetric",
     "DialogueResults",
+    "DialogueStatistic",
     "Failures",
     "FigureSpec",
     "MetricSummary",
@@ -499,7 +499,7 @@ def render_report(runs: Sequence[Run], *, title: str | None = None,
     """The report page for already loaded runs, as a string (see :func:`write_report`).
 
     ``sections`` are more sections, each ``(id, heading, html)`` with ``html`` a whole ``<section
-    id=...>`` (the tutor-bench section, :func:`simhub.tutoring.report.bench_section`), put after the
+    id=...>`` (the tutor-bench section, :func:`simhub.tutoring.knowsim.report.bench_section`), put after the
     realism sections and linked from the contents; with no run they are the whole page.
     """
     require("matplotlib", "report")

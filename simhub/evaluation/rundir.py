@@ -31,7 +31,7 @@ from simhub.runformat import (
     SCORES_FILE,
     DataInfo,
     DialogueLevelResults,
-    DialogueMetric,
+    DialogueStatistic,
     Failures,
     MetricSummary,
     ScoreLine,
@@ -40,8 +40,20 @@ from simhub.runformat import (
     read_scores,
 )
 
-__all__ = ["DIALOGUE_RESULTS_FILE", "RESULTS_FILE", "SCORES_FILE", "DataInfo", "DialogueMetric", "DialogueResults",
-           "Failures", "MetricSummary", "Run", "ScoredTurn", "is_missing_label", "load_run"]
+__all__ = [
+    "DIALOGUE_RESULTS_FILE",
+    "RESULTS_FILE",
+    "SCORES_FILE",
+    "DataInfo",
+    "DialogueResults",
+    "DialogueStatistic",
+    "Failures",
+    "MetricSummary",
+    "Run",
+    "ScoredTurn",
+    "is_missing_label",
+    "load_run",
+]
 
 # --------------------------------------------------------------------------------------- data model
 
@@ -100,7 +112,7 @@ class ScoredTurn:
 class DialogueResults:
     """``dialogue_results.json``: the metrics, and the whole file (as JSON values) for sections that want more."""
 
-    metrics: Mapping[str, DialogueMetric]
+    metrics: Mapping[str, DialogueStatistic]
     raw: Mapping[str, Any]
 
 
@@ -201,7 +213,7 @@ def _load_dialogue_results(file: Path) -> tuple[DialogueResults, DialogueLevelRe
     if not file.is_file():
         return None
     results = read_dialogue_results(file)
-    metrics = {name: DialogueMetric(value=_finite(m.value), ci95=_interval(m.ci95), n=m.n)
+    metrics = {name: DialogueStatistic(value=_finite(m.value), ci95=_interval(m.ci95), n=m.n)
                for name, m in results.metrics.items()}
     raw = msgspec.to_builtins(results)
     return DialogueResults(MappingProxyType(metrics), MappingProxyType(raw)), results

@@ -13,6 +13,9 @@ for one of them: a failed request is a :class:`ChatOutcome` with ``error`` set. 
   (``schemas``, one per prompt) the model's decoding is held to it
   (``Sampling.json_schema``: xgrammar under transformers, structured outputs under vLLM).
 
+:func:`chat_model` builds the one a profile entry names (``simulators:`` first, then ``tutors:``), for
+every role that asks a model for JSON: role-players, extractors, judges, raters, graph generation.
+
 ``schemas`` (optional, one JSON schema or None per prompt) says what JSON each reply must be.
 :class:`EndpointChat` keeps JSON mode for them: not every OpenAI-compatible endpoint takes a
 ``json_schema`` response format, and strict modes differ in the keywords they accept, so a
@@ -27,7 +30,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from simhub.config import EndpointSettings, ModelRef
+from simhub.config import EndpointSettings, ModelRef, Profile, cache_dir
+from simhub.errors import UnknownNameError
 from simhub.models import LanguageModel, LoadOptions, Sampling, load_lm
 
 if TYPE_CHECKING:
@@ -124,3 +128,82 @@ class LocalChat(ChatModel):
             return out
         except Exception as exc:  # a broken model fails these turns, with the cause
             return [ChatOutcome(error=f"{type(exc).__name__}: {str(exc)[:200]}") for _ in prompts]
+
+
+def model_names(profile: Profile | None) -> list[str]:
+    if profile is None:
+        return []
+    return list(dict.fromkeys([*profile.simulators, *profile.tutors]))
+
+
+def chat_model(name: str, profile: Profile | None, options: LoadOptions | None = None, *, field: str) -> ChatModel:
+    """The chat model of a profile entry named ``name`` (simulators first, then tutors)."""
+    if profile is not None:
+        for section, entries in (("simulators", profile.simulators), ("tutors", profile.tutors)):
+            config = entries.get(name)
+            if config is None:
+                continue
+            if config.kind == "openai":
+                return EndpointChat(config.endpoint, config.model, kind="simulator" if section == "simulators" else "tutor",
+                                    field=f"{section}.{name}.endpoint", default_cache=cache_dir("tutor-bench-endpoint"))
+            return LocalChat(config.ref(), options, name=name)
+    raise UnknownNameError("model", name, model_names(profile), field=field)
+
+
+# ------------------------------------------------------------------------------------------ JSON answers
+
+
+def find_json_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The JSON object in a model's answer, or why there is none: the one finder of every role that asks
+    for JSON. Models sometimes wrap JSON in prose or a fenced block even in JSON mode, so the outermost
+    ``{...}`` is read when there is one, else the whole text. The flags are ``not JSON`` and
+    ``not a JSON object``.
+
+    >>> find_json_object('Sure: {"score": 7}')
+    ({'score': 7}, None)
+    >>> find_json_object("[7]")
+    (None, 'not a JSON object')
+    """
+    import json
+
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        data = json.loads(text[start:end + 1] if 0 <= start < end else text)
+    except ValueError:
+        return None, "not JSON"
+    if not isinstance(data, dict):
+        return None, "not a JSON object"
+    return data, None
+
+
+@dataclasses.dataclass(frozen=True)
+class JsonAnswer:
+    """One prompt's answer: the JSON object, or ``flag`` (the answer came but is unusable), or ``error``
+    (no answer: the model or endpoint failed; a caller does not cache it, so a later run asks again)."""
+
+    value: dict[str, Any] | None = None
+    flag: str | None = None
+    error: str | None = None
+    text: str = ""
+
+
+def ask_json(model: ChatModel, prompts: Sequence[Messages], *, temperature: float, max_tokens: int,
+             seeds: Sequence[int | None] | None = None,
+             schemas: Sequence[Mapping[str, Any] | None] | None = None) -> list[JsonAnswer]:
+    """Ask ``model`` for a JSON object per prompt (JSON mode; a local model held to its schema when given)
+    and find it in each answer (:func:`find_json_object`). Never raises for a prompt: a model that raises
+    fails the whole batch, each answer with the cause as ``error``."""
+    try:
+        outcomes = model.chat(prompts, json_mode=True, temperature=temperature, max_tokens=max_tokens,
+                              seeds=list(seeds) if seeds is not None else [0] * len(prompts), schemas=schemas)
+    except Exception as exc:  # a broken model fails these prompts, with the cause; the run goes on
+        cause = f"{type(exc).__name__}: {str(exc)[:200]}"
+        return [JsonAnswer(error=cause) for _ in prompts]
+    out = []
+    for o in outcomes:
+        if not o.ok:
+            out.append(JsonAnswer(error=o.error))
+            continue
+        value, flag = find_json_object(o.text)
+        out.append(JsonAnswer(value=value, flag=flag, text=o.text))
+    return out

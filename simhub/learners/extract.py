@@ -34,7 +34,6 @@ the state and the conversation before them) and labels **every** IU of the graph
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 from abc import ABC, abstractmethod
@@ -43,7 +42,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from simhub.learners.chat import ChatModel
+from simhub.learners.chat import ChatModel, find_json_object
 from simhub.learners.graph import ValidatedGraph
 from simhub.learners.state import KnowledgeState
 from simhub.learners.update import ATTEMPT_TYPES, SILENT, TEACHING_QUALITIES, IUSignal
@@ -252,10 +251,9 @@ def parse_signals(graph: ValidatedGraph, text: str) -> dict[str, IUSignal]:
     The answer is ``{"ius": [{"id", "teaching_quality", "user_attempt_type"}, ...]}`` with every IU of
     the graph exactly once.
     """
-    try:
-        data = json.loads(_json_body(text))
-    except ValueError:
-        raise ValueError("not JSON") from None
+    data, flag = find_json_object(text)
+    if flag == "not JSON":
+        raise ValueError(flag)
     entries = data.get("ius") if isinstance(data, dict) else None
     if not isinstance(entries, list):
         raise ValueError("no 'ius' list")
@@ -277,12 +275,6 @@ def parse_signals(graph: ValidatedGraph, text: str) -> dict[str, IUSignal]:
     if missing:
         raise ValueError(f"no label for IU {', '.join(missing[:5])}")
     return {iu: out[iu] for iu in graph.ids}
-
-
-def _json_body(text: str) -> str:
-    # Models sometimes wrap JSON in a fenced block even in JSON mode; take the outermost object.
-    start, end = text.find("{"), text.rfind("}")
-    return text[start:end + 1] if 0 <= start < end else text
 
 
 def extraction_schema(graph: ValidatedGraph) -> dict[str, Any]:

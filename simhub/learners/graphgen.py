@@ -32,7 +32,7 @@ from pathlib import Path
 import msgspec
 
 from simhub.errors import DataError, SimhubError
-from simhub.learners.chat import ChatModel
+from simhub.learners.chat import ChatModel, find_json_object
 from simhub.learners.graph import IUGraph, ValidatedGraph, parse_graphs, read_graphs, validate_graph
 from simhub.prompts.learners import graph_messages
 
@@ -111,11 +111,10 @@ def parse_answer(text: str, item: GraphItem) -> tuple[IUGraph, ValidatedGraph]:
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end < start:
         raise DataError("the answer holds no JSON object")
-    try:
-        raw = json.loads(text[start:end + 1])
-    except ValueError as exc:
-        raise DataError(f"the answer is not JSON ({exc})") from None
-    if not isinstance(raw, dict) or "nodes" not in raw:
+    raw, flag = find_json_object(text)
+    if raw is None:
+        raise DataError(f"the answer is {flag}")
+    if "nodes" not in raw:
         raise DataError("the answer is not a graph (no nodes)")
     # One graph, read as a graph file's single graph: keys simhub does not use are dropped, Δl filled in.
     (graph,) = parse_graphs(raw, file=f"answer for {item.id}").values()

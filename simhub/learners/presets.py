@@ -177,6 +177,19 @@ def preset_fields() -> tuple[str, ...]:
     return tuple(f for f in Preset.__struct_fields__ if f != "name")
 
 
+def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
+    """``--set FIELD=VALUE`` pairs as preset overrides (each value read as YAML: ``0.5``, ``true``...)."""
+    import yaml
+
+    out = {}
+    for pair in pairs or []:
+        key, eq, value = pair.partition("=")
+        if not eq or not key:
+            raise ConfigError(f"preset override {pair!r}: expected FIELD=VALUE", field="preset")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
 def resolve_preset(preset: str | Preset = "paper", overrides: Mapping[str, Any] | None = None) -> Preset:
     """A shipped preset by name (or ``preset`` itself), with ``overrides`` applied by field name.
 

@@ -22,12 +22,11 @@ Two learners speak from it, both answering ``{thought, message, attempt_verify}`
 from __future__ import annotations
 
 import dataclasses
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from simhub.learners.chat import ChatModel
+from simhub.learners.chat import ChatModel, find_json_object
 from simhub.learners.graph import ValidatedGraph
 from simhub.learners.state import KNOWS_WELL, ORDINAL, PARTIAL, KnowledgeState
 from simhub.learners.update import TurnRecord, _ceiling_in
@@ -233,12 +232,8 @@ LEARNER_TURN_SCHEMA: dict[str, Any] = {
 
 def parse_learner_turn(text: str, mode: str = "") -> LearnerTurn:
     """``{thought, message, attempt_verify}`` from a model's answer; free text becomes a flagged message."""
-    start, end = text.find("{"), text.rfind("}")
-    try:
-        data = json.loads(text[start:end + 1] if 0 <= start < end else text)
-    except ValueError:
-        data = None
-    if isinstance(data, dict) and isinstance(data.get("message"), str) and data["message"].strip():
+    data, _ = find_json_object(text)
+    if data is not None and isinstance(data.get("message"), str) and data["message"].strip():
         return LearnerTurn(message=data["message"].strip(), thought=str(data.get("thought") or ""),
                            attempt_verify=bool(data.get("attempt_verify", False)), mode=mode)
     message = " ".join(text.split())[:1000]

@@ -53,11 +53,11 @@ async def _guarded(services: Services, coro_fn):
         return await coro_fn()
 
 
-def _simulation_out(results: list[SimulationResult]) -> tuple[list[s.SimulationOut], s.Usage]:
+def _simulation_out(results: list[SimulationResult]) -> tuple[list[s.SimulationOut], s.SimulateUsage]:
     out = [s.SimulationOut(candidates=[s.CandidateOut(text=c.text, finish_reason=c.finish_reason, end_of_dialogue=c.end_of_dialogue)
                                        for c in r.candidates], end_of_dialogue=r.end_of_dialogue,
                            error=clean(r.error) if r.error is not None else None) for r in results]
-    usage = s.Usage(prompt_tokens=sum(r.prompt_tokens for r in results),
+    usage = s.SimulateUsage(prompt_tokens=sum(r.prompt_tokens for r in results),
                     completion_tokens=sum(c.tokens for r in results for c in r.candidates))
     return out, usage
 

@@ -106,7 +106,7 @@ class SimulationOut(msgspec.Struct, kw_only=True, omit_defaults=True):
     error: str | None = None
 
 
-class Usage(msgspec.Struct, kw_only=True):
+class SimulateUsage(msgspec.Struct, kw_only=True):
     prompt_tokens: int
     completion_tokens: int
 
@@ -114,7 +114,7 @@ class Usage(msgspec.Struct, kw_only=True):
 class SimulateResponse(msgspec.Struct, kw_only=True):
     model: str
     results: list[SimulationOut]
-    usage: Usage
+    usage: SimulateUsage
 
 
 # ---------------------------------------------------------------------------------------- /score
@@ -143,7 +143,7 @@ class ScoreItemOut(msgspec.Struct, kw_only=True, omit_defaults=True):
     error: str | None = None
 
 
-class MetricSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
+class ScoreSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The same summary ``simhub score`` prints and the evaluate module returns."""
 
     mean: float | None
@@ -162,19 +162,19 @@ class MetricSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     extra: dict[str, Any] | None = None
 
 
-SUMMARY_FIELDS = frozenset(f.name for f in msgspec.structs.fields(MetricSummary)) - {"extra"}
+SUMMARY_FIELDS = frozenset(f.name for f in msgspec.structs.fields(ScoreSummary)) - {"extra"}
 
 
-def metric_summary(entry: dict[str, Any]) -> MetricSummary:
+def metric_summary(entry: dict[str, Any]) -> ScoreSummary:
     """A metric's summary as the response carries it: the known fields, and every other key in ``extra``."""
     extra = {k: v for k, v in entry.items() if k not in SUMMARY_FIELDS}
-    return MetricSummary(**{k: v for k, v in entry.items() if k in SUMMARY_FIELDS}, extra=extra or None)
+    return ScoreSummary(**{k: v for k, v in entry.items() if k in SUMMARY_FIELDS}, extra=extra or None)
 
 
 class ScoreResponse(msgspec.Struct, kw_only=True):
     metrics: list[str]
     items: list[ScoreItemOut]
-    summary: dict[str, MetricSummary]
+    summary: dict[str, ScoreSummary]
 
 
 # ---------------------------------------------------------------------------------------- /models, /health, /ready

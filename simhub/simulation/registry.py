@@ -1,12 +1,16 @@
 """Every simulator a profile offers, by name: its own ``simulators:``, the paper's five prompted
-baselines (``baseline:STYLE``) and the two reference simulators (``reference:...``)."""
+baselines (``baseline:STYLE``), the two reference simulators (``reference:...``) and the learners of
+learner families that can play a student (:data:`LEARNER_SIMULATORS`: ``knowsim[:LEVEL]``)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from simhub.config import Profile
 from simhub.errors import ConfigError, UnknownNameError
 from simhub.models import LoadOptions
 from simhub.prompts import BASELINE_STYLES
+from simhub.registry import LazyRegistry
 from simhub.schema import Dialogue
 from simhub.simulation.base import Simulator
 from simhub.simulation.endpoint import BASELINE_PREFIX, EndpointSimulator, IclRetriever, baseline_config
@@ -14,6 +18,22 @@ from simhub.simulation.model import ModelSimulator
 from simhub.simulation.reference import REFERENCE_SIMULATORS, ReferenceSimulator
 
 BUILTIN_BASELINES = tuple(f"{BASELINE_PREFIX}{s}" for s in BASELINE_STYLES)
+
+#: Simulated students that are a learner family's learner rather than a profile entry, by the head of
+#: their name (``knowsim`` for ``knowsim`` and ``knowsim:LEVEL``): each entry has ``check(name)`` (its
+#: name's rest, checked before anything is read or built) and ``build(name, profile, options)``. They
+#: need no model of the profile. Plugins add theirs through the ``simhub.learner_simulators`` group.
+LEARNER_SIMULATORS: LazyRegistry[Any] = LazyRegistry(
+    "learner simulator", {"knowsim": "simhub.tutoring.knowsim.simulator:KNOWSIM_STUDENT"},
+    group="simhub.learner_simulators")
+
+
+def learner_simulator(name: str | None) -> Any | None:
+    """The :data:`LEARNER_SIMULATORS` entry ``name`` belongs to, or None (a profile's simulator)."""
+    if not name:
+        return None
+    head = name.partition(":")[0]
+    return LEARNER_SIMULATORS.get(head) if head in LEARNER_SIMULATORS else None
 
 
 def simulator_names(profile: Profile, *, http: bool = False) -> list[str]:
@@ -52,6 +72,10 @@ def build_simulator(name: str, profile: Profile, options: LoadOptions | None = N
 
     ``force_backend`` replaces the backend of every local simulator (``simhub serve --backend``).
     """
+    learner = learner_simulator(name)
+    if learner is not None:
+        learner.check(name)
+        return learner.build(name, profile, options)
     options = options or load_options(profile)
     if force_backend:
         import dataclasses

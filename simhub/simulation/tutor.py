@@ -38,7 +38,8 @@ class TutorTurn:
 
 @dataclasses.dataclass(frozen=True)
 class TutorRequest:
-    """The dialogue so far (ending with a student turn, or empty) and, in mirror mode, the real dialogue."""
+    """The dialogue so far (ending with a student turn, or empty) and, in mirror mode, the real dialogue.
+    A bench adds what its scripted tutors may read (:class:`simhub.tutoring.knowsim.tutors.BenchRequest`)."""
 
     dialogue: Dialogue
     real: Dialogue | None = None
@@ -50,10 +51,25 @@ def _finish(text: str, stop_string: str | None = None) -> TutorTurn:
     return TutorTurn(text=c.text, end_of_dialogue=c.end_of_dialogue)
 
 
-class Tutor(ABC):
+class Tutor(ABC):  # noqa: B024 (a tutor implements one capability or both; neither is required)
+    """Every tutor simhub puts in front of a student or a learner: one base, two capabilities.
+
+    * ``text``: :meth:`respond` gives the next tutor turn of each dialogue (rollouts, the KnowSim
+      bench);
+    * ``tools``: :meth:`act` acts on an environment through its tools for one turn, :meth:`start_day`
+      once a day before (the KT learner's LMS).
+
+    :attr:`capabilities` says which a tutor has; a bench refuses a tutor without the one it needs.
+    Scripted tutors are ordinary tutors of this base.
+    """
+
     id: str = "tutor"
+    #: What the tutor can do: ``text`` (:meth:`respond`) and/or ``tools`` (:meth:`act`).
+    capabilities: frozenset[str] = frozenset({"text"})
     #: Whether its turns are worth caching (the mirror tutor reads them from the data).
     cacheable: bool = True
+    #: Whether its turns depend on the learner's hidden state (a scripted oracle; part of its cache key).
+    reads_state: bool = False
 
     def describe(self) -> dict[str, Any]:
         return {"id": self.id, "kind": type(self).__name__}
@@ -62,9 +78,17 @@ class Tutor(ABC):
         """The part of a tutor turn's cache key that is the tutor (as for simulators)."""
         return outputs_fingerprint(self.describe())
 
-    @abstractmethod
     def respond(self, requests: Sequence[TutorRequest], sampling: Sampling) -> list[TutorTurn]:
-        """The next tutor turn of each request."""
+        """The next tutor turn of each request (the ``text`` capability)."""
+        raise NotImplementedError(f"tutor {self.id} does not write turns (capabilities: {sorted(self.capabilities)})")
+
+    def start_day(self, env: Any, day: int) -> None:  # noqa: B027 (an optional hook)
+        """Called once a day before the day's turns (``tools``; a stateful tutor resets here)."""
+
+    def act(self, env: Any, day: int, turn: int) -> None:
+        """Act on ``env`` for one turn through its tools (the ``tools`` capability)."""
+        raise NotImplementedError(f"tutor {self.id} does not act through tools (capabilities: "
+                                  f"{sorted(self.capabilities)})")
 
 
 @dataclasses.dataclass(frozen=True)

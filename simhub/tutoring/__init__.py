@@ -1,40 +1,48 @@
 """Tutor benchmarks: tutors in front of a learner whose knowledge changes, ranked by what it learned.
 
-:mod:`~simhub.tutoring.tutors` (the bench's tutors: any tutor of the profile, two scripted
-references), :mod:`~simhub.tutoring.bench` (the conversation loop, caching and resume),
-:mod:`~simhub.tutoring.trace` (one versioned file per conversation) and
-:mod:`~simhub.tutoring.results` (CIs, ranks, paired tests, rescoring). ``docs/tutor-bench.md``
-describes the command.
+The kit, shared by every learner family:
+
+* :mod:`~simhub.tutoring.family`: the :class:`LearnerFamily` interface, the :data:`FAMILIES`
+  registry, the outputs a family declares (:class:`BenchOutput`), the one grammar of learner names;
+* :mod:`~simhub.tutoring.runner`: the one runner (lockstep batches of episodes, resume, the
+  whole-episode and per-call caches, the run folder);
+* :mod:`~simhub.tutoring.tutors`: building a bench's tutors (one base, two capabilities);
+* :mod:`~simhub.tutoring.estimates`: estimates with intervals, ranks, name lists, report helpers;
+* :mod:`~simhub.tutoring.report`: every family's folders in ``simhub report``, and the kit's
+  results and leaderboard for a family without its own.
+
+One wing per family holds only what differs: :mod:`simhub.tutoring.knowsim` (KnowSim's
+knowledge-state learner, ``docs/tutor-bench.md``) and :mod:`simhub.tutoring.lms` (the KT-grounded
+learner with an LMS, ``docs/kt-learner.md``).
 """
 
-from simhub.tutoring.bench import Bench, BenchOptions, Item, load_items, parse_levels
-from simhub.tutoring.results import BenchResults, format_results, read_results, rescore_trace, summarize, write_results
-from simhub.tutoring.simulator import KnowledgeStateSimulator
-from simhub.tutoring.trace import TRACE_VERSION, Trace, TraceTurn, read_trace, write_trace
-from simhub.tutoring.tutors import SCRIPTED, BenchRequest, BenchTutor, DumpTutor, StepwiseTutor, build_bench_tutor
+from simhub.tutoring.family import (
+    FAMILIES,
+    BenchContext,
+    BenchOutput,
+    LearnerFamily,
+    LearnerName,
+    families,
+    family,
+    family_of_folder,
+    parse_learner,
+    ranking_stability,
+)
+from simhub.tutoring.runner import Episode, EpisodeBench, Runner, RunReport
 
 __all__ = [
-    "SCRIPTED",
-    "TRACE_VERSION",
-    "Bench",
-    "BenchOptions",
-    "BenchRequest",
-    "BenchResults",
-    "BenchTutor",
-    "DumpTutor",
-    "Item",
-    "KnowledgeStateSimulator",
-    "StepwiseTutor",
-    "Trace",
-    "TraceTurn",
-    "build_bench_tutor",
-    "format_results",
-    "load_items",
-    "parse_levels",
-    "read_results",
-    "read_trace",
-    "rescore_trace",
-    "summarize",
-    "write_results",
-    "write_trace",
+    "FAMILIES",
+    "BenchContext",
+    "BenchOutput",
+    "Episode",
+    "EpisodeBench",
+    "LearnerFamily",
+    "LearnerName",
+    "RunReport",
+    "Runner",
+    "families",
+    "family",
+    "family_of_folder",
+    "parse_learner",
+    "ranking_stability",
 ]

@@ -1,116 +1,41 @@
-"""The tutors a tutor bench puts in front of a learner: any tutor of the profile, and two scripted ones.
+"""How a bench names and builds its tutors: the family's scripted ones, or any tutor of the profile.
 
-A bench tutor sees the conversation (as a :class:`~simhub.schema.Dialogue`: the learner's turns are
-``student`` turns) and, for the scripted tutors only, the item's IU graph and the learner's state.
-The scripted tutors are offline references for the demo and tests, not tutors to rank:
+Every tutor is a :class:`simhub.simulation.tutor.Tutor` (one base, two capabilities: ``text`` tutors
+write turns, ``tools`` tutors act on an environment). A family says which capability its bench needs
+(:attr:`~simhub.tutoring.family.LearnerFamily` ``capability``) and which scripted tutors it ships;
+:func:`build_bench_tutor` builds a name:
 
-* ``scripted:stepwise`` reads the learner's state (an oracle no real tutor has) and teaches one IU a
-  turn: the first IU in topological order that is not known well and whose prerequisites all are,
-  with a worked explanation built from the graph (its description, why it matters for what it leads
-  to, the question as the example, and a check question);
-* ``scripted:dump`` ignores the learner and sends every IU's description at once, every turn: the
-  "knowledge dumping" that overloads a novice.
+* a scripted tutor of the family (``scripted:stepwise``, ``scripted:weakest``...);
+* a ``text`` bench: any ``tutors:`` entry of the profile, as a :class:`ProfileTutor` (it sees the
+  dialogue only);
+* a ``tools`` bench: a ``tutors:`` entry with ``kind: openai``, as a :class:`ToolTutor`: the chat
+  model is given the environment's tools as OpenAI tools and acts through them, on simhub's shared
+  endpoint client (:func:`simhub.models.endpoints.client_for`): its key rules, retries, on-disk answer
+  cache and call counts.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Any
+import importlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from simhub.config import Profile
-from simhub.errors import UnknownNameError
-from simhub.learners.graph import ValidatedGraph
-from simhub.learners.state import KNOWS_WELL, KnowledgeState
+from simhub.errors import ConfigError, UnknownNameError
+from simhub.learners.kt.student import DayFailure
 from simhub.models import LoadOptions, Sampling
-from simhub.schema import Dialogue
 from simhub.simulation.tutor import Tutor, TutorRequest, TutorTurn, build_tutor, tutor_names
 
-SCRIPTED = ("scripted:stepwise", "scripted:dump")
+if TYPE_CHECKING:
+    from simhub.models.openai import OpenAIClient
+
+__all__ = ["ProfileTutor", "ToolTutor", "ToolTutorFailure", "bench_tutor_names", "build_bench_tutor"]
 
 
-@dataclasses.dataclass(frozen=True)
-class BenchRequest:
-    dialogue: Dialogue
-    graph: ValidatedGraph
-    state: KnowledgeState
-
-
-class BenchTutor(ABC):
-    id: str = "tutor"
-    #: Whether the scripted tutor's turns depend on the learner's state (part of its cache key).
-    reads_state: bool = False
-
-    def describe(self) -> dict[str, Any]:
-        return {"id": self.id}
-
-    @abstractmethod
-    def respond(self, requests: Sequence[BenchRequest], sampling: Sampling) -> list[TutorTurn]:
-        """The next tutor turn of each request; a failed turn has ``error`` set."""
-
-
-def _lower_first(text: str) -> str:
-    text = text.strip().rstrip(".")
-    return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
-
-
-def next_teachable(graph: ValidatedGraph, state: KnowledgeState) -> str | None:
-    """The first IU in topological order not known well whose prerequisites all are known well."""
-    s = state.ordinals()
-    for iu in graph.order:
-        if s[iu] < KNOWS_WELL and all(s[p] == KNOWS_WELL for p in graph.prereqs[iu]):
-            return iu
-    return None
-
-
-class StepwiseTutor(BenchTutor):
-    id = "scripted:stepwise"
-    reads_state = True
-
-    def describe(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": "scripted", "version": 1}
-
-    def respond(self, requests: Sequence[BenchRequest], sampling: Sampling) -> list[TutorTurn]:
-        return [TutorTurn(text=self.explain(r.graph, r.state, r.dialogue.question.text)) for r in requests]
-
-    @staticmethod
-    def explain(graph: ValidatedGraph, state: KnowledgeState, question: str) -> str:
-        iu = next_teachable(graph, state)
-        if iu is None:
-            return "You have all the pieces now. Put them together and tell me your final answer."
-        node = graph.node(iu)
-        concept = _lower_first(node.concept)
-        parts = [f"Let's take one idea at a time: {concept}.", node.description.strip()]
-        if any(e.source == iu for e in graph.graph.edges):
-            parts.append(f"This matters because the next step uses {concept}.")
-        last_line = [line for line in question.splitlines() if line.strip()]
-        if last_line:
-            parts.append(f"For example, in this question: {last_line[-1].strip().rstrip('.')}.")
-        parts.append(f"Can you tell me in your own words how {concept} works here?")
-        return " ".join(p for p in parts if p)
-
-
-class DumpTutor(BenchTutor):
-    id = "scripted:dump"
-
-    def describe(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": "scripted", "version": 1}
-
-    def respond(self, requests: Sequence[BenchRequest], sampling: Sampling) -> list[TutorTurn]:
-        return [TutorTurn(text=self.dump(r.graph)) for r in requests]
-
-    @staticmethod
-    def dump(graph: ValidatedGraph) -> str:
-        lines = ["Here is everything you need for this question:"]
-        for iu in graph.order:
-            node = graph.node(iu)
-            lines.append(f"{node.concept.strip().rstrip('.')}: {node.description.strip()}")
-        return "\n".join(lines)
-
-
-class ProfileTutor(BenchTutor):
-    """A tutor of the profile's ``tutors:`` section (a local model or an endpoint); it sees the dialogue only."""
+class ProfileTutor(Tutor):
+    """A ``text`` tutor of the profile's ``tutors:`` section (a local model or an endpoint); it sees the
+    dialogue only, never the learner's state."""
 
     def __init__(self, tutor: Tutor):
         self.tutor, self.id = tutor, tutor.id
@@ -118,29 +43,131 @@ class ProfileTutor(BenchTutor):
     def describe(self) -> dict[str, Any]:
         return {**self.tutor.describe(), "fingerprint": self.tutor.fingerprint()}
 
-    def respond(self, requests: Sequence[BenchRequest], sampling: Sampling) -> list[TutorTurn]:
+    def respond(self, requests: Sequence[TutorRequest], sampling: Sampling) -> list[TutorTurn]:
         try:
             return self.tutor.respond([TutorRequest(r.dialogue) for r in requests], sampling)
         except Exception as exc:  # a tutor that raises fails these conversations, with the cause; the run goes on
             return [TutorTurn(error=f"{type(exc).__name__}: {str(exc)[:200]}") for _ in requests]
 
 
-def bench_tutor_names(profile: Profile | None) -> list[str]:
-    return [*SCRIPTED, *(tutor_names(profile) if profile is not None else [])]
+class ToolTutorFailure(DayFailure):
+    """A tool tutor could not act (its endpoint failed after its retries): the day is marked failed."""
 
 
-def check_tutor_names(names: Sequence[str], profile: Profile | None) -> None:
-    known = bench_tutor_names(profile)
-    for name in names:
-        if name not in known:
-            raise UnknownNameError("tutor", name, known, field="tutor")
+class ToolTutor(Tutor):
+    """A chat model of the profile acting through OpenAI tool calls (see the module docstring).
+
+    The environment gives the tools (``env.tools``, OpenAI function specs), the system prompt
+    (``env.tutor_prompt``), the number of turns of a day (``env.plan.turns``) and runs a call
+    (``env.call(name, arguments)``, raising ``env.tool_error`` for a bad one). Each turn the model may
+    call tools (their results go back to it) until it answers without a tool call; text it answers
+    with is sent to the learner (``send_message``). A tool call with bad arguments gets the error back
+    as the tool's result and is logged by the environment; the run goes on. Every step is one
+    chat-completions request (a seed per day and turn), answered from the client's cache when an
+    identical request was answered before.
+    """
+
+    capabilities = frozenset({"tools"})
+
+    def __init__(self, name: str, client: OpenAIClient, *, temperature: float = 0.0, max_tokens: int = 600,
+                 max_steps: int = 8):
+        self.id, self._client = name, client
+        self.model, self.base_url = client.config.model, client.config.base_url
+        self.temperature, self.max_tokens, self.max_steps = temperature, max_tokens, max_steps
+        self._messages: list[dict[str, Any]] = []
+
+    def describe(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": "openai-tools", "model": self.model, "base_url": self.base_url,
+                "temperature": self.temperature, "max_tokens": self.max_tokens, "max_steps": self.max_steps,
+                "version": 1}
+
+    def start_day(self, env: Any, day: int) -> None:
+        self._messages = [{"role": "system", "content": env.tutor_prompt}]
+
+    def act(self, env: Any, day: int, turn: int) -> None:
+        from simhub.models.openai import chat_payload
+
+        self._messages.append({"role": "user", "content": f"Day {day}, turn {turn} of {env.plan.turns}."})
+        for _ in range(self.max_steps):
+            payload = chat_payload(self.model, self._messages, temperature=self.temperature,
+                                   max_tokens=self.max_tokens, seed=day * 100 + turn, tools=env.tools)
+            (outcome,) = self._client.complete([payload])
+            if not outcome.ok:  # the endpoint failed after its retries: the day is marked failed
+                raise ToolTutorFailure(f"tutor: {outcome.cause}")
+            choice = outcome.choices[0]
+            entry: dict[str, Any] = {"role": "assistant", "content": choice.text or ""}
+            if choice.tool_calls:
+                entry["tool_calls"] = [{"id": c.id, "type": "function",
+                                        "function": {"name": c.name, "arguments": c.arguments}}
+                                       for c in choice.tool_calls]
+            self._messages.append(entry)
+            if not choice.tool_calls:
+                if (choice.text or "").strip():
+                    env.call("send_message", {"text": choice.text.strip()[:4000]})
+                return
+            for c in choice.tool_calls:
+                self._messages.append({"role": "tool", "tool_call_id": c.id,
+                                       "content": json.dumps(self._run_tool(env, c.name, c.arguments))})
+
+    @staticmethod
+    def _run_tool(env: Any, name: str, arguments: str | None) -> Any:
+        try:
+            args = json.loads(arguments or "{}")
+        except json.JSONDecodeError as exc:
+            return {"error": f"arguments: not JSON ({exc.msg})"}
+        if not isinstance(args, dict):
+            return {"error": "arguments: expected a JSON object"}
+        try:
+            return env.call(name, args)
+        except env.tool_error as exc:  # logged by the environment; the tutor gets the error and goes on
+            return {"error": str(exc)}
 
 
-def build_bench_tutor(name: str, profile: Profile | None, options: LoadOptions | None = None) -> BenchTutor:
-    if name == StepwiseTutor.id:
-        return StepwiseTutor()
-    if name == DumpTutor.id:
-        return DumpTutor()
-    check_tutor_names([name], profile)
-    assert profile is not None
-    return ProfileTutor(build_tutor(name, profile, options or LoadOptions(), mode="free"))
+def _scripted(target: str | type[Tutor]) -> type[Tutor]:
+    if not isinstance(target, str):
+        return target
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def bench_tutor_names(scripted: Mapping[str, Any], capability: str, profile: Profile | None) -> list[str]:
+    """The tutor names a bench takes: its scripted ones, then the profile's tutors that can serve it."""
+    names = list(scripted)
+    if profile is not None:
+        names += (tutor_names(profile) if capability == "text"
+                  else [n for n, c in profile.tutors.items() if c.kind == "openai"])
+    return names
+
+
+def build_bench_tutor(name: str, profile: Profile | None, *, scripted: Mapping[str, Any], capability: str,
+                      options: LoadOptions | None = None, no_cache: bool = False) -> Tutor:
+    """The tutor ``name`` for a bench that needs ``capability`` (see the module docstring). ``no_cache``:
+    a tool tutor's answers are neither read from nor written to the on-disk cache. A missing key is an
+    error here, before the run starts."""
+    if name in scripted:
+        return _scripted(scripted[name])()
+    known = bench_tutor_names(scripted, capability, profile)
+    if profile is None or name not in profile.tutors:
+        raise UnknownNameError("tutor", name, known, field="tutor")
+    if capability == "text":
+        return ProfileTutor(build_tutor(name, profile, options or LoadOptions(), mode="free"))
+    config = profile.tutors[name]
+    if config.kind != "openai":
+        raise ConfigError(f"--tutor {name}: this bench's tutors act through tool calls, so a profile tutor must be "
+                          f"an OpenAI-compatible endpoint (kind: openai), not kind: {config.kind}", field="tutor")
+    import msgspec
+
+    from simhub.config import cache_dir
+    from simhub.models.endpoints import client_for, missing_key
+
+    field = f"tutors.{name}.endpoint"
+    settings = config.endpoint
+    if not settings.base_url:
+        raise ConfigError(f"{field}.base_url: required for a tool-calling tutor", field=f"{field}.base_url")
+    missing = missing_key(settings.base_url, settings.api_key_env, kind="tutor", field=field)
+    if missing is not None:
+        raise ConfigError(f"tutors.{name}: {missing}", field=f"tutors.{name}")
+    if no_cache:
+        settings = msgspec.structs.replace(settings, cache=False)
+    client = client_for(settings, config.model, kind="tutor", default_cache=cache_dir("tutor"), field=field)
+    return ToolTutor(name, client)

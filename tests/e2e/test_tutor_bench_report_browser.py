@@ -17,7 +17,7 @@ require_browser()
 pytest.importorskip("matplotlib", reason="the report draws its figures with matplotlib (simhub[report])")
 
 from simhub.cli import main  # noqa: E402
-from simhub.tutoring.report import first_turn_stops, kg_trajectories, load_bench, load_per_turn  # noqa: E402
+from simhub.tutoring.knowsim.report import first_turn_stops, kg_trajectories, load_bench, load_per_turn  # noqa: E402
 from tests.unit.test_report import make_runs  # noqa: E402
 
 FIGURES = ("bench-0-kg", "bench-0-modes", "bench-0-load")

@@ -13,8 +13,9 @@ import pytest
 
 from simhub.cli import main
 from simhub.learners.kt.lms import ACTIONS, LMSRun
-from simhub.tutoring.kt_bench import TRACES, KTBench, read_kt_trace
-from simhub.tutoring.kt_tutors import LMSTutor, SilentTutor, WeakestTutor
+from simhub.simulation.tutor import Tutor
+from simhub.tutoring.lms.bench import TRACES, KTBench, read_kt_trace
+from simhub.tutoring.lms.tutors import SilentTutor, WeakestTutor
 
 KT = ["tutor-bench", "--learner", "kt-learner", "--bootstrap", "200"]
 BOTH = ["--tutor", "scripted:silent", "--tutor", "scripted:weakest"]
@@ -72,10 +73,12 @@ def test_the_demo_tutors_separate_on_delta_solve(tmp_path, capsys):
     assert {d.meta["tutor"] for d in dialogues} <= {"scripted:weakest", "scripted:silent"}
 
 
-class DiesMidDay(LMSTutor):
+class DiesMidDay(Tutor):
     """A tutor that stops the process (as a kill would) in turn 2 of day 3 of one run."""
 
-    def __init__(self, inner: LMSTutor, run: str):
+    capabilities = frozenset({"tools"})
+
+    def __init__(self, inner: Tutor, run: str):
         self.inner, self.run, self.id = inner, run, inner.id
 
     def describe(self):
@@ -84,17 +87,17 @@ class DiesMidDay(LMSTutor):
     def start_day(self, run: LMSRun, day: int) -> None:
         self.inner.start_day(run, day)
 
-    def turn(self, run: LMSRun, day: int, turn: int) -> None:
+    def act(self, run: LMSRun, day: int, turn: int) -> None:
         if run.plan.run == self.run and day == 3 and turn == 2:
             raise KeyboardInterrupt
-        self.inner.turn(run, day, turn)
+        self.inner.act(run, day, turn)
 
 
-def _bench_as_the_cli_builds_it(output, tutors) -> KTBench:
+def _bench_as_the_cli_builds_it(output, tutors, *, batch: int = 16) -> KTBench:
     """The KTBench `tutor-bench --learner kt-learner SMALL` builds (the sample parts, seed 0)."""
     from simhub.learners.kt import load_scenarios
     from simhub.learners.kt.student import LearnerSettings, StandInRolePlayer, assign_seeds, persona_seeds
-    from simhub.tutoring.kt_bench import KTBenchOptions, learner_parts, plan_runs, run_id
+    from simhub.tutoring.lms.bench import KTBenchOptions, learner_parts, plan_runs, run_id
 
     scenarios = load_scenarios(SMALL[1], days=int(SMALL[3]))
     settings = LearnerSettings()
@@ -103,7 +106,7 @@ def _bench_as_the_cli_builds_it(output, tutors) -> KTBench:
                          [run_id(sc, "average", 0) for sc in scenarios], seed=0)
     return KTBench(tutors, plan_runs(scenarios, ["average"], 1, 0, seeds), model=model, model_id=model_id, bank=bank,
                    seeds=seeds, role_player=StandInRolePlayer(settings), settings=settings, output=output,
-                   options=KTBenchOptions(no_cache=True))
+                   options=KTBenchOptions(no_cache=True, batch=batch))
 
 
 def test_a_killed_run_resumes_to_the_uninterrupted_result_and_a_rerun_is_a_cache_copy(tmp_path, capsys):
@@ -113,9 +116,10 @@ def test_a_killed_run_resumes_to_the_uninterrupted_result_and_a_rerun_is_a_cache
     reference = _traces(whole)
     assert len(reference) == 4 and all(t["complete"] for t in reference.values())
 
-    # Runs go plan by plan, each tutor in turn: the second run is the weakest tutor on the first plan.
+    # One run at a time (a batch of one), plan by plan, each tutor in turn: the second run is the weakest
+    # tutor on the first plan. (The resumed run below advances its runs in lockstep, a batch of 16.)
     first_plan = "help-seeker__after-school__average__r0"
-    bench = _bench_as_the_cli_builds_it(killed, [SilentTutor(), DiesMidDay(WeakestTutor(), first_plan)])
+    bench = _bench_as_the_cli_builds_it(killed, [SilentTutor(), DiesMidDay(WeakestTutor(), first_plan)], batch=1)
     days_seen: list[tuple[str, int]] = []
     with pytest.raises(KeyboardInterrupt):
         bench.run(on_day=lambda trace, record: days_seen.append((trace.tutor, record.day)))
@@ -145,6 +149,29 @@ def test_a_killed_run_resumes_to_the_uninterrupted_result_and_a_rerun_is_a_cache
     capsys.readouterr()
     assert main([*KT, *BOTH, *SMALL, "--output", str(whole), "--kt-model", str(model)]) == 2
     assert "another kt_model" in capsys.readouterr().err
+
+
+def test_runs_advance_in_lockstep_and_a_killed_lockstep_run_resumes_to_the_same_result(tmp_path, capsys):
+    """The kit's runner steps a batch of runs a day at a time: every run has its first day before any has
+    its second, and a kill part way leaves every run of the batch resumable at its own day."""
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    assert main([*KT, *BOTH, *SMALL, "--output", str(whole), "--no-cache"]) == 0
+    reference = _traces(whole)
+    first_plan = "help-seeker__after-school__average__r0"
+    bench = _bench_as_the_cli_builds_it(killed, [SilentTutor(), DiesMidDay(WeakestTutor(), first_plan)])
+    days_seen: list[tuple[str, str, int]] = []
+    with pytest.raises(KeyboardInterrupt):
+        bench.run(on_day=lambda trace, record: days_seen.append((trace.plan.run, trace.tutor, record.day)))
+    firsts = days_seen[:4]
+    assert sorted((p == first_plan, t) for p, t, _ in firsts) == sorted(
+        (p == first_plan, t) for p in (first_plan, "other") for t in ("scripted:silent", "scripted:weakest"))
+    assert all(d == 1 or p != first_plan for p, _, d in firsts)  # each run's first session day before any second
+    partial = _traces(killed)
+    assert len(partial) == 4 and not any(t["complete"] for t in partial.values())
+    assert [d["day"] for d in partial[f"scripted-weakest__{first_plan}.json"]["days"]] == [1, 2]
+    capsys.readouterr()
+    assert main([*KT, *BOTH, *SMALL, "--output", str(killed), "--no-cache"]) == 0
+    assert _traces(killed) == reference
 
 
 def test_rescoring_recomputes_the_results_without_a_model(tmp_path, capsys):
@@ -198,7 +225,8 @@ def test_bad_input_is_a_clear_error(tmp_path, capsys):
     assert "unknown tutor 'scripted:stepwise'" in err and "scripted:weakest" in err
     # a KT-learner flag for the other learners
     assert main(["tutor-bench", "--tutor", "scripted:stepwise", "--days", "3", "--output", out]) == 2
-    assert "--days: only with --learner kt-learner" in capsys.readouterr().err
+    assert "--days: an option of the kt-learner learner family (--learner kt-learner), not of knowsim" in \
+        capsys.readouterr().err
     assert not (tmp_path / "bad" / TRACES).exists()  # nothing ran
 
 

@@ -9,8 +9,8 @@ import json
 
 from simhub.cli import main
 from simhub.learners.kt.lms import DayRecord, HelpRecord, ProbeAnswer
-from simhub.tutoring.kt_bench import TRACES, read_kt_trace
-from simhub.tutoring.kt_judges import panel, parse_judgement, run_axes
+from simhub.tutoring.lms.bench import TRACES, read_kt_trace
+from simhub.tutoring.lms.judges import panel, parse_judgement, run_axes
 
 
 def _profile(tmp_path, url: str):
@@ -117,7 +117,7 @@ def test_an_llm_role_player_answers_in_json_and_is_graded(tmp_path, fake_openai)
     traces = [read_kt_trace(f) for f in sorted((out / TRACES).glob("*.json"))]
     answers = [a for t in traces for d in t.days for a in (*d.pre, *d.post)]
     assert answers and all(a.answer == "A" and a.p is None for a in answers)
-    from simhub.tutoring.kt_bench import learner_parts
+    from simhub.tutoring.lms.bench import learner_parts
 
     bank = learner_parts()[3]
     assert [a.correct for a in answers] == [bank.items[a.item].answer == "A" for a in answers]

@@ -13,16 +13,16 @@ import msgspec
 import pytest
 
 from simhub.cli import main
-from simhub.tutoring.kt_bench import read_kt_trace
-from simhub.tutoring.kt_report import (
+from simhub.tutoring.knowsim.report import is_tutor_bench
+from simhub.tutoring.lms.bench import read_kt_trace
+from simhub.tutoring.lms.report import (
     SECTION,
     KTReportRun,
     is_kt_bench,
     kt_bench_section,
     load_kt_bench,
 )
-from simhub.tutoring.kt_results import read_kt_results, summarize_kt
-from simhub.tutoring.report import is_tutor_bench
+from simhub.tutoring.lms.results import read_kt_results, summarize_kt
 
 pytest.importorskip("matplotlib", reason="the report draws its figures with matplotlib (simhub[report])")
 

@@ -23,7 +23,7 @@ from simhub.learners.kt.metrics import HelpRequest, responsiveness
 from simhub.serving.app import create_app
 from simhub.serving.lms import TRACE_DIR
 from simhub.serving.settings import ServiceSettings
-from simhub.tutoring.kt_bench import read_kt_trace
+from simhub.tutoring.lms.bench import read_kt_trace
 
 MINI = Profile(name="mini")
 HELP_SEEKER = {"scenario": "help-seeker__after-school", "days": 2, "seed": 0, "tutor": "my-agent"}
@@ -230,7 +230,7 @@ def teach(call: Callable[[str, dict], Any], turn: int) -> None:
 def test_http_and_in_process_runs_are_one_implementation(client, home):
     from simhub.learners.kt import load_scenarios
     from simhub.learners.kt.student import LearnerSettings, StandInRolePlayer, assign_seeds, persona_seeds
-    from simhub.tutoring.kt_bench import learner_parts, plan_runs, run_id
+    from simhub.tutoring.lms.bench import learner_parts, plan_runs, run_id
 
     scenario, ability, seed, days = "confused-productive__after-school", "weak", 3, 3
     created = create(client, scenario=scenario, ability=ability, seed=seed, days=days)

@@ -308,7 +308,7 @@ def knowsim_rollouts(data, tmp_path_factory, tiny_profile):
 def test_knowsim_rollouts_are_written_by_the_learner(data, knowsim_rollouts):
     from simhub.evaluation.runs import simulate
     from simhub.simulation import Target
-    from simhub.tutoring.components import knowsim_simulator
+    from simhub.tutoring.knowsim.simulator import knowsim_simulator
 
     rollouts = read_jsonl(knowsim_rollouts / "rollouts.jsonl")
     real = {d.id: d for d in read_jsonl(data)}
@@ -354,7 +354,7 @@ def test_a_learner_that_ends_the_conversation_ends_its_rollout(data, tmp_path, t
 
 
 def test_eval_dialogues_runs_tutor_sensitivity_through_the_learner(data, knowsim_rollouts, tmp_path, monkeypatch):
-    from simhub.tutoring.simulator import KnowledgeStateSimulator
+    from simhub.tutoring.knowsim.simulator import KnowledgeStateSimulator
 
     calls = []
     real_simulate = KnowledgeStateSimulator.simulate

@@ -10,9 +10,9 @@ import msgspec
 import pytest
 
 from simhub.cli import main
-from simhub.tutoring import read_trace
-from simhub.tutoring.bench import TRACES
-from simhub.tutoring.results import RESULTS_FILE
+from simhub.tutoring.knowsim import read_trace
+from simhub.tutoring.knowsim.bench import TRACES
+from simhub.tutoring.knowsim.results import RESULTS_FILE
 
 FAST = ["--extractor", "offline:lexical", "--bootstrap", "500"]
 
@@ -87,7 +87,7 @@ def test_a_trace_holds_the_whole_conversation_and_rescoring_reproduces_it(tmp_pa
 
 
 def test_a_killed_run_resumes_without_repeating_a_call(tmp_path, monkeypatch, capsys):
-    import simhub.tutoring.tutors as tutors
+    import simhub.tutoring.knowsim.tutors as tutors
 
     real = tutors.StepwiseTutor.respond
     seen: list[str] = []
@@ -242,7 +242,10 @@ def test_bad_input_is_a_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "unknown tutor 'scripted:stepwize'" in err and "scripted:stepwise" in err
     assert main(["tutor-bench", "--tutor", "scripted:dump", "--learner", "zs", "--output", str(out)]) == 2
-    assert "unknown learner 'zs'" in capsys.readouterr().err
+    assert "--learner zs: the knowsim family takes zs:MODEL" in capsys.readouterr().err
+    assert main(["tutor-bench", "--tutor", "scripted:dump", "--learner", "kt-learnr", "--output", str(out)]) == 2
+    err = capsys.readouterr().err  # one grammar over every family's forms
+    assert "unknown learner 'kt-learnr'" in err and "kt-learner" in err and "zs-cot:MODEL" in err
     assert main(["tutor-bench", "--tutor", "scripted:dump", "--batch", "0", "--output", str(out)]) == 2
     assert "--batch: 0" in capsys.readouterr().err
     assert main(["tutor-bench", "--tutor", "scripted:dump", "--items", str(out / "missing.yaml"), "--output",
@@ -332,7 +335,7 @@ def test_an_extractor_naming_an_unknown_iu_fails_its_conversation_with_the_cause
     from simhub.learners import IUSignal, resolve_preset
     from simhub.learners.extract import Extraction, Extractor
     from simhub.learners.roleplay import ScriptedLearner
-    from simhub.tutoring import Bench, BenchOptions, DumpTutor, load_items, summarize
+    from simhub.tutoring.knowsim import Bench, BenchOptions, DumpTutor, load_items, summarize
 
     class Inventive(Extractor):
         id = "inventive"
@@ -353,7 +356,7 @@ def test_advanced_learners_stop_after_one_turn_under_the_paper_preset_only(tmp_p
     """KnowSim's starting ratios put 80% of an advanced learner's IUs at knows_well, which is the paper's
     mastery rule: every advanced conversation ends after turn 1 under the paper preset, whatever the
     tutor, and the report says so; the released code's rule (every IU known well) lets them go on."""
-    from simhub.tutoring.report import first_turn_stops, load_bench
+    from simhub.tutoring.knowsim.report import first_turn_stops, load_bench
 
     stops = {}
     for preset in ("paper", "released"):
@@ -373,7 +376,7 @@ def test_canonical_starting_states_replace_the_ratio_table_where_the_file_has_th
     level's ratios; the file is named in the run's settings; a file with none of the items exits 2, and
     the KT learner refuses the flag."""
     from simhub.learners.state import initial_state
-    from simhub.tutoring.bench import load_items
+    from simhub.tutoring.knowsim.bench import load_items
 
     first, second = load_items("sample", 2)
     given = {first.graph.label(iu): {"state": "knows_well" if k == 0 else "unaware"}
@@ -397,4 +400,5 @@ def test_canonical_starting_states_replace_the_ratio_table_where_the_file_has_th
     assert "has a starting state there" in capsys.readouterr().err
     assert main(["tutor-bench", "--learner", "kt-learner", "--tutor", "scripted:silent", "--output",
                  str(tmp_path / "kt"), "--initial-states", str(starts)]) == 2
-    assert "--initial-states: KnowSim's starting states are for the knowledge-state learner" in capsys.readouterr().err
+    err = capsys.readouterr().err  # an option of the other family is refused, naming its family
+    assert "--initial-states: an option of the knowsim learner family (--learner knowsim), not of kt-learner" in err

@@ -3,7 +3,7 @@ trace with no model call and no replay; a change to the rules' code replays the 
 
 from __future__ import annotations
 
-from simhub.tutoring.bench import TRACES
+from simhub.tutoring.knowsim.bench import TRACES
 
 FAST = ["--extractor", "offline:lexical", "--bootstrap", "300"]
 
@@ -11,8 +11,8 @@ FAST = ["--extractor", "offline:lexical", "--bootstrap", "300"]
 def _bench(tmp_path, folder):
     from simhub.learners.presets import resolve_preset
     from simhub.learners.roleplay import ScriptedLearner
-    from simhub.tutoring import Bench, BenchOptions, DumpTutor, StepwiseTutor
-    from simhub.tutoring.components import build_extractor
+    from simhub.tutoring.knowsim import Bench, BenchOptions, DumpTutor, StepwiseTutor
+    from simhub.tutoring.knowsim.components import build_extractor
 
     return Bench([StepwiseTutor(), DumpTutor()], ScriptedLearner(), build_extractor("offline:lexical", None),
                  resolve_preset("paper"), BenchOptions(cache_dir=str(tmp_path / "cache")), tmp_path / folder)
@@ -23,8 +23,7 @@ def _files(folder):
 
 
 def test_an_identical_run_copies_whole_traces_and_changed_rules_replay(tmp_path, monkeypatch):
-    import simhub.tutoring.bench as bench_module
-    from simhub.tutoring import load_items
+    from simhub.tutoring.knowsim import load_items
 
     items = load_items("sample", 3)
     first = _bench(tmp_path, "first")
@@ -39,17 +38,23 @@ def test_an_identical_run_copies_whole_traces_and_changed_rules_replay(tmp_path,
     assert _files(tmp_path / "again") == _files(tmp_path / "first")
 
     # Other rule code: the whole traces do not apply; every turn replays from the per-call answers.
-    monkeypatch.setattr(bench_module, "rules_digest", lambda: "other rules")
+    from simhub.tutoring import runner
+
+    monkeypatch.setattr(runner, "rules_digest", lambda modules: "other rules")
     replayed = _bench(tmp_path, "replayed")
     assert replayed.run(items, ["novice", "advanced"]) == traces
     assert replayed.calls == {k: 0 for k in replayed.calls} and replayed.cache_hits == 3 * turns
 
 
 def test_the_rules_digest_covers_the_update_and_the_bench():
-    from simhub.tutoring.bench import RULE_MODULES, rules_digest
+    from simhub.tutoring.knowsim.bench import RULE_MODULES
+    from simhub.tutoring.runner import rules_digest
 
-    assert {"simhub.learners.update", "simhub.learners.metrics", "simhub.tutoring.bench"} <= set(RULE_MODULES)
-    assert len(rules_digest()) == 64 and rules_digest.__wrapped__() == rules_digest()  # recomputed, not cached
+    assert {"simhub.learners.update", "simhub.learners.metrics", "simhub.tutoring.knowsim.bench",
+            "simhub.tutoring.runner"} <= set(RULE_MODULES)
+    digest = rules_digest(RULE_MODULES)
+    assert len(digest) == 64 and rules_digest.__wrapped__(RULE_MODULES) == digest  # recomputed, not cached
+    assert rules_digest(RULE_MODULES[:-1]) != digest  # every module counts
 
 
 def test_no_cache_keeps_no_whole_trace(tmp_path):

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from simhub.cli import main
-from simhub.tutoring import read_trace
-from simhub.tutoring.bench import TRACES
-from simhub.tutoring.iq import parse_rating
-from simhub.tutoring.results import RESULTS_FILE
+from simhub.tutoring.knowsim import read_trace
+from simhub.tutoring.knowsim.bench import TRACES
+from simhub.tutoring.knowsim.iq import parse_rating
+from simhub.tutoring.knowsim.results import RESULTS_FILE
 from tests.integration.test_tutor_bench import _endpoint_profile
 
 FAST = ["--extractor", "offline:lexical", "--bootstrap", "300"]
@@ -175,7 +175,7 @@ def test_without_a_rater_nothing_changes_and_a_version_1_trace_still_reads(tmp_p
 
 def test_a_newer_trace_or_results_version_is_refused(tmp_path, capsys):
     from simhub.errors import DataError
-    from simhub.tutoring import read_results
+    from simhub.tutoring.knowsim import read_results
 
     run = tmp_path / "run"
     assert main(["tutor-bench", "--tutor", "scripted:dump", "--n", "1", "--levels", "novice", "--output", str(run),
@@ -190,7 +190,7 @@ def test_a_newer_trace_or_results_version_is_refused(tmp_path, capsys):
 
 
 def test_the_report_section_shows_iq_only_when_it_was_rated(tmp_path, fake_openai):
-    from simhub.tutoring.report import bench_section, load_bench
+    from simhub.tutoring.knowsim.report import bench_section, load_bench
 
     fake_openai.responder = _rater_answers(_by_tutor)
     profile = _endpoint_profile(tmp_path, fake_openai.base_url)

@@ -11,7 +11,7 @@ from simhub.learners import PAPER, initial_state, shipped_graphs, validate_graph
 from simhub.learners.extract import OfflineExtractor
 from simhub.learners.roleplay import ScriptedLearner
 from simhub.simulation import Target
-from simhub.tutoring.simulator import KnowledgeStateSimulator
+from simhub.tutoring.knowsim.simulator import KnowledgeStateSimulator
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ import pytest
 from simhub.cli import main
 from simhub.learners.graph import validate_graph
 from simhub.learners.metrics import conversation_metrics
-from simhub.tutoring import read_trace, rescore_trace
-from simhub.tutoring.bench import TRACES
-from simhub.tutoring.results import RESULTS_FILE
-from simhub.tutoring.termination_judge import parse_stop
+from simhub.tutoring.knowsim import read_trace, rescore_trace
+from simhub.tutoring.knowsim.bench import TRACES
+from simhub.tutoring.knowsim.results import RESULTS_FILE
+from simhub.tutoring.knowsim.termination import parse_stop
 from tests.integration.test_tutor_bench import _endpoint_profile
 
 FAST = ["--extractor", "offline:lexical", "--bootstrap", "300"]
@@ -85,7 +85,7 @@ def test_the_judge_sets_each_conversations_end_and_the_metrics_are_of_the_turns_
     kg = [t.metrics.kg for t in traces]
     assert tutor["marginal"]["kg"]["mean"] == pytest.approx(sum(kg) / len(kg))  # equal level sizes
     assert "0 flagged termination judgements" in printed
-    from simhub.tutoring.report import bench_section, load_bench
+    from simhub.tutoring.knowsim.report import bench_section, load_bench
 
     assert "LLM termination judge" in bench_section([load_bench(out)])[2]
 
@@ -175,7 +175,7 @@ def test_judgements_are_checked(text, flag):
 
 def test_run_json_is_versioned_and_an_unversioned_one_still_resumes(tmp_path, capsys):
     from simhub.errors import DataError
-    from simhub.tutoring.trace import RUN_VERSION, read_run_info
+    from simhub.tutoring.runner import RUN_VERSION, read_run_info
 
     run = tmp_path / "run"
     args = ["tutor-bench", "--tutor", "scripted:dump", "--n", "1", "--levels", "novice", "--output", str(run),
@@ -203,9 +203,9 @@ def test_run_json_is_versioned_and_an_unversioned_one_still_resumes(tmp_path, ca
 def test_a_library_callers_own_info_goes_into_run_json_extra(tmp_path):
     from simhub.learners.presets import resolve_preset
     from simhub.learners.roleplay import ScriptedLearner
-    from simhub.tutoring import Bench, BenchOptions, DumpTutor, load_items
-    from simhub.tutoring.components import build_extractor
-    from simhub.tutoring.trace import read_run_info
+    from simhub.tutoring.knowsim import Bench, BenchOptions, DumpTutor, load_items
+    from simhub.tutoring.knowsim.components import build_extractor
+    from simhub.tutoring.runner import read_run_info
 
     bench = Bench([DumpTutor()], ScriptedLearner(), build_extractor("offline:lexical", None), resolve_preset("paper"),
                   BenchOptions(no_cache=True), tmp_path / "run", info={"tutors": ["scripted:dump"], "note": "pilot"})

@@ -52,6 +52,29 @@ def test_no_import_cycles_between_modules():
     assert not cycles, cycles
 
 
+def test_no_class_name_is_defined_twice():
+    """One name, one meaning: a class name is defined in one module of the package only (two benches once
+    each had their own ``Bench``, ``TutorFailure`` and ``Answer``)."""
+    import ast
+    from collections import defaultdict
+
+    where: dict[str, list[str]] = defaultdict(list)
+    for path in sorted((ROOT / "simhub").rglob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef):
+                where[node.name].append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}
+
+
+def test_the_tutor_bench_kit_stays_small_and_its_command_thin():
+    """The kit is at most eight modules outside the family wings, and the command under 200 lines."""
+    kit = [p.name for p in (ROOT / "simhub" / "tutoring").glob("*.py")]
+    assert len(kit) <= 8, kit
+    assert {p.name for p in (ROOT / "simhub" / "tutoring").iterdir() if p.is_dir() and p.name != "__pycache__"} == {
+        "knowsim", "lms"}
+    assert len((ROOT / "simhub" / "cli" / "tutoring.py").read_text(encoding="utf-8").splitlines()) < 200
+
+
 def test_light_imports_do_not_load_torch_or_vllm():
     """`import simhub` and the command line start without the heavy extras (they load when used)."""
     code = ("import sys, simhub, simhub.config, simhub.schema, simhub.data.eedi, simhub.metrics, simhub.scoring, "

@@ -93,7 +93,7 @@ def test_the_key_reference_lists_every_profile_and_recipe_key_with_its_meaning()
 def test_the_run_file_reference_names_every_file_version_and_field():
     from simhub import runformat
     from simhub.cli.pages import run_files_markdown
-    from simhub.tutoring.results import RESULTS_VERSION
+    from simhub.tutoring.knowsim.results import RESULTS_VERSION
 
     page = run_files_markdown()
     assert "| `results.json` | `simhub eval` | [`EvalResults`](#evalresults) | 1 | 0, 1 |" in page

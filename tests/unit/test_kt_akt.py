@@ -13,7 +13,7 @@ import torch
 from simhub.errors import MissingExtraError
 from simhub.learners.kt import UnknownKCError, load_kt_model
 from simhub.learners.kt.akt import AKTSettings, fit_akt
-from simhub.tutoring.kt_bench import sample_log
+from simhub.tutoring.lms.bench import sample_log
 
 SMALL = AKTSettings(d_model=16, heads=2, d_ff=32, final_fc_dim=32, epochs=3, dropout=0.0, seed=0)
 

@@ -10,8 +10,8 @@ import msgspec
 import pytest
 
 from simhub.learners.kt.lms import Action, DayRecord, HelpRecord, ProbeAnswer, RunPlan
-from simhub.tutoring.kt_bench import KTRunTrace
-from simhub.tutoring.kt_results import run_measures, summarize_kt
+from simhub.tutoring.lms.bench import KTRunTrace
+from simhub.tutoring.lms.results import run_measures, summarize_kt
 
 
 def _answers(bits: list[int], predicted: float = 0.5) -> list[ProbeAnswer]:

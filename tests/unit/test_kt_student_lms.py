@@ -14,8 +14,8 @@ from simhub.learners.kt import BKT, BKTParams
 from simhub.learners.kt.items import ItemBank, KTItem, grade, items_from_dialogues
 from simhub.learners.kt.lms import ACTIONS, MAX_ASSIGN, TOOLS, DayRecord, HelpRecord, LMSRun, RunPlan, ToolError
 from simhub.learners.kt.student import (
-    Answer,
     DayContext,
+    ItemAnswer,
     LearnerSettings,
     PersonaSeed,
     RolePlayer,
@@ -186,7 +186,7 @@ class Fixed(RolePlayer):
 
     def answer(self, ctx, items, predicted, seed):
         self.batches.append(([it.id for it in items], list(predicted), ctx))
-        return [Answer(it.answer if self.right else next(k for k in it.options if k != it.answer)) for it in items]
+        return [ItemAnswer(it.answer if self.right else next(k for k in it.options if k != it.answer)) for it in items]
 
     def say(self, ctx, history, seed, *, ask_help=None):
         return Said(f"Help me with {ask_help}." if ask_help else f"Reply to {len(history)} messages.")

@@ -20,7 +20,7 @@ from simhub.learners.roleplay import (
     state_view,
 )
 from simhub.prompts.learners import extractor_messages, learner_messages
-from simhub.tutoring.tutors import DumpTutor, StepwiseTutor, next_teachable
+from simhub.tutoring.knowsim.tutors import DumpTutor, StepwiseTutor, next_teachable
 
 NODES = (
     IUNode(id="A", concept="Equivalent fractions", abstraction_level=0.9,

@@ -20,7 +20,7 @@ from simhub.runformat import (
     RUN_FORMAT_VERSION,
     DataInfo,
     DialogueLevelResults,
-    DialogueMetric,
+    DialogueStatistic,
     EvalResults,
     Failures,
     MetricSummary,
@@ -135,7 +135,7 @@ def test_scores_jsonl_round_trips(tmp_path):
 
 def test_dialogue_results_round_trip(tmp_path):
     results = DialogueLevelResults(kind="dialogue-level", real="real.jsonl", simulator="sft",
-                                   metrics={"acts_jsd": DialogueMetric(0.125, (0.05, 0.2), 2)},
+                                   metrics={"acts_jsd": DialogueStatistic(0.125, (0.05, 0.2), 2)},
                                    null_reasons={}, failed_rollouts=1, figures={"acts": {"real": {"Focus": 3}}})
     write_dialogue_results(tmp_path / "dialogue_results.json", results)
     assert read_dialogue_results(tmp_path) == results

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from simhub.cli import main
-from simhub.tutoring.agree import binomial_greater, cliffs_delta, spearman
+from simhub.tutoring.knowsim.agree import binomial_greater, cliffs_delta, spearman
 
 
 def test_cliffs_delta_by_hand():
@@ -26,7 +26,7 @@ def test_one_sided_exact_binomial_matches_the_papers_table():
 
 
 def test_cohen_kappa_by_hand():
-    from simhub.tutoring.results import cohen_kappa
+    from simhub.tutoring.knowsim.results import cohen_kappa
 
     # observed 0.75; expected (2*3 + 2*1) / 16 = 0.5 -> kappa 0.5
     assert cohen_kappa(["a", "a", "b", "b"], ["a", "a", "a", "b"]) == pytest.approx(0.5)

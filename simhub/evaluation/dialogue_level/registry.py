@@ -24,7 +24,7 @@ _REGISTRY: dict[str, str] = {
     "detect_auroc": f"{_PACKAGE}.detect:Detectability",
     "pi_calibrated": f"{_PACKAGE}.pairwise:PairwiseIndistinguishability",
     "kt_gain_diff": f"{_PACKAGE}.learning:KTGain",
-    "tutor_sensitivity": f"{_PACKAGE}.sensitivity:TutorSensitivity",
+    "tutor_sensitivity": f"{_PACKAGE}.sensitivity:TutorSensitivityMetric",
 }
 
 #: The built-in dialogue metrics' names (their cards are generated: ``docs/reference/dialogue-metrics.md``).

@@ -14,7 +14,7 @@ from simhub.evaluation import dialogue_metrics as dm
 from simhub.evaluation.dialogue_level.base import DialogueMetric, DialogueOutput, fmt, number
 
 
-class TutorSensitivity(DialogueMetric):
+class TutorSensitivityMetric(DialogueMetric):
     outputs = (DialogueOutput("tutor_sensitivity", "|Δ simulated - Δ real|, Δ = P(correct within two student turns | "
                               "helpful tutor turn) - P(... | unhelpful)", "a condition has no prefix with a known "
                               "outcome", high=2.0, label="Tutor sensitivity gap"),)

@@ -34,14 +34,15 @@ from simhub.errors import DataError, SimhubError, did_you_mean
 from simhub.learners.kt.base import KTModel
 from simhub.learners.kt.items import ItemBank, KTItem, grade
 from simhub.learners.kt.student import (
-    Answer,
     DayContext,
     DayFailure,
+    ItemAnswer,
     LearnerSettings,
     PersonaSeed,
     RolePlayer,
     named_kcs,
 )
+from simhub.prompts.kt_learner import TOOL_TUTOR_SYSTEM
 
 __all__ = [
     "ACTIONS",
@@ -224,7 +225,15 @@ class Tick:
 
 
 class LMSRun:
-    """One learner's run through its days; see the module docstring."""
+    """One learner's run through its days; see the module docstring.
+
+    As a tool tutor's environment it gives :attr:`tools` (the actions as OpenAI function specs),
+    :attr:`tutor_prompt` (the system prompt of a tool-calling tutor), :meth:`call` and
+    :attr:`tool_error` (what a bad call raises)."""
+
+    tools = TOOLS
+    tool_error = ToolError
+    tutor_prompt = TOOL_TUTOR_SYSTEM
 
     def __init__(self, plan: RunPlan, *, model: KTModel, bank: ItemBank, persona: PersonaSeed,
                  role_player: RolePlayer, settings: LearnerSettings | None = None):
@@ -282,7 +291,7 @@ class LMSRun:
         """The learner answers ``items``; each graded answer updates the belief in turn."""
         assert self._today is not None
         predicted = [self.model.predict(self.belief, it.kc, it.id) for it in items]
-        answers: list[Answer] = self.role_player.answer(self._ctx(), items, predicted,
+        answers: list[ItemAnswer] = self.role_player.answer(self._ctx(), items, predicted,
                                                         self._seed(self._today.day, self._turn, purpose))
         out = []
         for it, pred, a in zip(items, predicted, answers, strict=True):

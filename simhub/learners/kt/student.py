@@ -21,7 +21,6 @@ Every random draw comes from a seed given by the caller, so a learner-day is rep
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import random
 from abc import ABC, abstractmethod
@@ -31,7 +30,7 @@ from typing import Any, Literal
 import msgspec
 
 from simhub.errors import ConfigError, DataError
-from simhub.learners.chat import ChatModel
+from simhub.learners.chat import ChatModel, find_json_object
 from simhub.learners.kt.base import KTModel
 from simhub.learners.kt.items import KTItem
 from simhub.learners.kt.logs import ResponseLog
@@ -39,9 +38,9 @@ from simhub.learners.kt.logs import ResponseLog
 __all__ = [
     "ABILITIES",
     "MESSAGE_SCHEMA",
-    "Answer",
     "DayContext",
     "DayFailure",
+    "ItemAnswer",
     "LLMRolePlayer",
     "LearnerFailure",
     "LearnerSettings",
@@ -175,7 +174,7 @@ class DayContext:
 
 
 @dataclasses.dataclass(frozen=True)
-class Answer:
+class ItemAnswer:
     letter: str | None
     #: The P(correct) the stand-in sampled from (None for an LLM).
     p: float | None = None
@@ -211,7 +210,7 @@ class RolePlayer(ABC):
     def describe(self) -> dict[str, Any]: ...
 
     @abstractmethod
-    def answer(self, ctx: DayContext, items: Sequence[KTItem], predicted: Sequence[float], seed: int) -> list[Answer]:
+    def answer(self, ctx: DayContext, items: Sequence[KTItem], predicted: Sequence[float], seed: int) -> list[ItemAnswer]:
         """One answer per item (``predicted``: the belief's P(correct) of each)."""
 
     @abstractmethod
@@ -229,16 +228,16 @@ class StandInRolePlayer(RolePlayer):
     def describe(self) -> dict[str, Any]:
         return {"kind": "stand-in", "version": 1}
 
-    def answer(self, ctx: DayContext, items: Sequence[KTItem], predicted: Sequence[float], seed: int) -> list[Answer]:
+    def answer(self, ctx: DayContext, items: Sequence[KTItem], predicted: Sequence[float], seed: int) -> list[ItemAnswer]:
         rng = random.Random(seed)
         out = []
         for item, pred in zip(items, predicted, strict=True):
             p = adjusted_p(pred, item.kc, ctx, self.settings)
             if rng.random() < p:
-                out.append(Answer(item.answer, p=p))
+                out.append(ItemAnswer(item.answer, p=p))
             else:
                 wrong = [k for k in item.options if k != item.answer]
-                out.append(Answer(rng.choice(wrong) if wrong else None, p=p))
+                out.append(ItemAnswer(rng.choice(wrong) if wrong else None, p=p))
         return out
 
     def say(self, ctx: DayContext, history: Sequence[tuple[str, str]], seed: int, *,
@@ -271,12 +270,7 @@ def answers_schema(items: Sequence[KTItem]) -> dict[str, Any]:
 
 
 def _json_object(text: str) -> dict[str, Any] | None:
-    start, end = text.find("{"), text.rfind("}")
-    try:
-        data = json.loads(text[start:end + 1] if 0 <= start < end else text)
-    except (json.JSONDecodeError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return find_json_object(text)[0]
 
 
 class LLMRolePlayer(RolePlayer):
@@ -305,7 +299,7 @@ class LLMRolePlayer(RolePlayer):
             raise LearnerFailure(f"learner: {outcome.error}")
         return outcome.text
 
-    def answer(self, ctx: DayContext, items: Sequence[KTItem], predicted: Sequence[float], seed: int) -> list[Answer]:
+    def answer(self, ctx: DayContext, items: Sequence[KTItem], predicted: Sequence[float], seed: int) -> list[ItemAnswer]:
         from simhub.prompts.kt_learner import answer_messages
 
         if not items:
@@ -315,12 +309,12 @@ class LLMRolePlayer(RolePlayer):
         data = _json_object(text)
         answers = data.get("answers") if data is not None else None
         if not isinstance(answers, Mapping):
-            return [Answer(None, flag="invalid_json") for _ in items]
+            return [ItemAnswer(None, flag="invalid_json") for _ in items]
         out = []
         for it in items:
             value = answers.get(it.id)
-            out.append(Answer(str(value), flag=None) if isinstance(value, str | int) and str(value).strip()
-                       else Answer(None, flag="missing"))
+            out.append(ItemAnswer(str(value), flag=None) if isinstance(value, str | int) and str(value).strip()
+                       else ItemAnswer(None, flag="missing"))
         return out
 
     def say(self, ctx: DayContext, history: Sequence[tuple[str, str]], seed: int, *,

@@ -17,7 +17,6 @@ Static HTML and inline SVG like the rest of the report; every string from a run 
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 from os import PathLike
@@ -25,14 +24,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from simhub.learners.kt.lms import ACTION_KINDS
-from simhub.plotting import RUN_COLOURS as _RUN_COLOURS
 from simhub.plotting import legend_above as _legend_above
 from simhub.plotting import new_figure as _new_figure
-from simhub.tutoring.kt_bench import RUN_FILE, TRACES, is_kt_trace_file, read_kt_trace
-from simhub.tutoring.kt_results import KT_RESULTS_KIND, KTBenchResults, read_kt_results, summarize_kt
-from simhub.tutoring.report import figure_html
-from simhub.tutoring.results import RESULTS_FILE, Estimate
-from simhub.tutoring.trace import RunInfo, read_run_info
+from simhub.tutoring.estimates import Estimate, cell_html, figure_html
+from simhub.tutoring.estimates import colour as _colour
+from simhub.tutoring.estimates import escape as _e
+from simhub.tutoring.estimates import number as _num
+from simhub.tutoring.lms.bench import RUN_FILE, TRACES, is_kt_trace_file, read_kt_trace
+from simhub.tutoring.lms.results import KT_RESULTS_KIND, OUTPUT, KTBenchResults, read_kt_results, summarize_kt
+from simhub.tutoring.report import results_kind
+from simhub.tutoring.runner import RunInfo, read_run_info
+
+RESULTS_FILE = "results.json"
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -57,16 +60,6 @@ class KTReportRun:
     from_traces: bool = False
 
 
-def _kind(path: Path) -> str | None:
-    import json
-
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return raw.get("kind") if isinstance(raw, dict) else None
-
-
 def _trace_files(path: Path) -> list[Path]:
     folder = path / TRACES
     return sorted(f for f in folder.glob("*.json") if is_kt_trace_file(f)) if folder.is_dir() else []
@@ -80,7 +73,7 @@ def is_kt_bench(path: str | PathLike[str]) -> bool:
         return False
     results = path / RESULTS_FILE
     if results.is_file():
-        return _kind(results) == KT_RESULTS_KIND
+        return results_kind(path) == KT_RESULTS_KIND
     return bool(_trace_files(path))
 
 
@@ -102,22 +95,14 @@ def load_kt_bench(path: str | PathLike[str], *, n_resamples: int = 2000, seed: i
 # ------------------------------------------------------------------------------------------ tables
 
 
-def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
-
-
-def _num(x: float, digits: int, sign: bool = False) -> str:
-    text = f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
-    zero = f"{0:.{digits}f}"
-    return zero if text.lstrip("+-") == zero else text  # no "-0.00"
-
-
 def _est(e: Estimate | None, *, scale: float = 1.0, digits: int = 2, sign: bool = False) -> str:
-    if e is None or e.mean is None:
-        return "—"
-    ci = (f' <span class="sub ci">[{_num(e.ci95[0] * scale, digits)}, {_num(e.ci95[1] * scale, digits)}]</span>'
-          if e.ci95 else "")
-    return f"{_num(e.mean * scale, digits, sign)}{ci}"
+    return cell_html(e, digits, scale=scale, sign=sign, ci_class="sub ci")
+
+
+def _head(name: str) -> str:
+    """An output's column heading: its label, unit and better direction, as declared."""
+    o = OUTPUT[name]
+    return f"{o.label}{' ' + o.unit if o.unit else ''} {o.arrow}"
 
 
 def _share(x: float | None) -> str:
@@ -130,6 +115,7 @@ def _order(r: KTBenchResults) -> list[str]:
 
 def _leaderboard(r: KTBenchResults) -> str:
     rows, notes = [], []
+    ds = OUTPUT["delta_solve"]
     for name in _order(r):
         t = r.tutors[name]
         acts = "".join(f"<td>{t.actions_per_run.get(k, 0.0):.1f}</td>" for k in ACTION_KINDS)
@@ -142,7 +128,7 @@ def _leaderboard(r: KTBenchResults) -> str:
         failed = f' <span class="warn">{t.failed_days} failed days</span>' if t.failed_days else ""
         gate = f'<td class="text">{_e(t.gate)}</td>'
         rows.append(
-            f'<tr><th scope="row">{_e(name)}</th><td>{_est(t.delta_solve, scale=100.0, sign=True)}</td>'
+            f'<tr><th scope="row">{_e(name)}</th><td>{_est(t.delta_solve, scale=ds.scale, digits=ds.digits, sign=True)}</td>'
             f"<td>{_est(t.responsiveness)}</td><td>{_est(t.responsiveness_same_day)}</td>"
             f"<td>{t.silent_runs} of {t.runs}{failed}</td>{acts}"
             f"<td>{_share(t.failure_modes.get('no_gain'))}</td><td>{_share(t.failure_modes.get('neglect'))}</td>"
@@ -158,8 +144,8 @@ def _leaderboard(r: KTBenchResults) -> str:
             "the learner's probe answers with its own KT model's predictions (consistency, not realism). The gate is "
             "EduClaw-Bench's pre-deployment check: block, warn or monitor when one of its rules fires (the reason is "
             "given below the table), else pass.</caption>"
-            '<thead><tr><th rowspan="2" scope="col">tutor</th><th rowspan="2" scope="col">ΔSolve pp ↑</th>'
-            '<th colspan="2" scope="colgroup">responsiveness ↑</th><th rowspan="2" scope="col">no help request (runs)</th>'
+            f'<thead><tr><th rowspan="2" scope="col">tutor</th><th rowspan="2" scope="col">{_head("delta_solve")}</th>'
+            f'<th colspan="2" scope="colgroup">{_head("responsiveness")}</th><th rowspan="2" scope="col">no help request (runs)</th>'
             f'<th colspan="{len(ACTION_KINDS)}" scope="colgroup">actions per run</th>'
             '<th colspan="2" scope="colgroup">failure modes ↓</th>'
             '<th rowspan="2" scope="col">pass^k</th><th rowspan="2" scope="col">ECE ↓</th>'
@@ -178,7 +164,7 @@ def _comparisons(r: KTBenchResults) -> str:
         ci = f" [{_num(100 * c.ci95[0], 2)}, {_num(100 * c.ci95[1], 2)}]" if c.ci95 else ""
         p = "—" if c.p is None else f"{c.p:.4f}"
         ph = "—" if c.p_holm is None else f"{c.p_holm:.4f}"
-        metric = "ΔSolve pp" if c.metric == "delta_solve" else c.metric
+        metric = f"{OUTPUT[c.metric].label} {OUTPUT[c.metric].unit}".strip() if c.metric in OUTPUT else c.metric
         rows.append(f"<tr><td>{_e(c.a)} − {_e(c.b)}</td><td>{_e(metric)}</td><td>{c.n}</td>"
                     f"<td>{diff}{ci}</td><td>{p}</td><td>{ph}</td></tr>")
     return ('<div class="table-wrap"><table class="kt-comparisons"><caption>Paired comparisons on the runs both '
@@ -244,10 +230,6 @@ def _learner(r: KTBenchResults) -> str:
 
 
 # ----------------------------------------------------------------------------------------- figures
-
-
-def _colour(i: int) -> str:
-    return _RUN_COLOURS[i % len(_RUN_COLOURS)]
 
 
 def _label(text: str) -> str:

@@ -36,7 +36,7 @@ import numpy as np
 
 from simhub.errors import DataError
 from simhub.learners.state import LEVELS
-from simhub.tutoring.trace import Trace
+from simhub.tutoring.knowsim.trace import Trace
 
 AGREE_KIND = "simhub-tutor-bench-agreement"
 AGREE_VERSION = 1
@@ -68,7 +68,7 @@ class CellCorrelation(msgspec.Struct, kw_only=True):
     p: float | None
 
 
-class Agreement(msgspec.Struct, kw_only=True):
+class HumanAgreement(msgspec.Struct, kw_only=True):
     schema_version: int = AGREE_VERSION
     kind: str = AGREE_KIND
     threshold: float
@@ -181,7 +181,7 @@ def _summary(contrasts: Sequence[Contrast]) -> SignAgreement:
 
 
 def agreement(human: Mapping[tuple[str, str, str, str], list[float]], traces: Sequence[Trace], *,
-              threshold: float = 0.15, n_permutations: int = 10_000, seed: int = 0) -> Agreement:
+              threshold: float = 0.15, n_permutations: int = 10_000, seed: int = 0) -> HumanAgreement:
     sim = _sim_values(traces)
     known_metrics = {m for (_, _, m) in sim}
     for (_, _, _, metric) in human:
@@ -221,13 +221,13 @@ def agreement(human: Mapping[tuple[str, str, str, str], list[float]], traces: Se
         rho[metric] = CellCorrelation(cells=len(rows), rho=r, p=p)
     metrics = sorted({c.metric for c in contrasts})
     levels = [lv for lv in LEVELS if any(c.level == lv for c in contrasts)]
-    return Agreement(threshold=threshold, pooled=_summary(contrasts),
+    return HumanAgreement(threshold=threshold, pooled=_summary(contrasts),
                      by_metric={m: _summary([c for c in contrasts if c.metric == m]) for m in metrics},
                      by_level={lv: _summary([c for c in contrasts if c.level == lv]) for lv in levels},
                      spearman=rho, contrasts=contrasts, missing_cells=missing)
 
 
-def format_agreement(a: Agreement) -> str:
+def format_agreement(a: HumanAgreement) -> str:
     def line(name: str, s: SignAgreement) -> str:
         if not s.high_signal:
             return f"  {name:<14} no high-signal contrast"

@@ -14,12 +14,11 @@ help-request days the panel calls a hand-over.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from simhub.cache import ContentCache, fingerprint
-from simhub.learners.chat import ChatModel
+from simhub.learners.chat import ChatModel, ask_json, find_json_object
 from simhub.learners.kt.lms import DayRecord
 
 AXES = {"helpfulness": (1, 10), "gagne": (1, 5), "rosenshine": (1, 5)}
@@ -54,14 +53,11 @@ def day_events(day: DayRecord) -> list[str]:
     return lines
 
 
-def parse_judgement(text: str) -> dict[str, Any]:
-    """The four axes of a judge's answer, or ``{"flagged": why}``."""
-    try:
-        data = json.loads(text[text.find("{"):text.rfind("}") + 1] if "{" in text else text)
-    except ValueError:
-        return {"flagged": "not JSON"}
-    if not isinstance(data, dict):
-        return {"flagged": "not a JSON object"}
+def parse_judgement(text: str | dict[str, Any]) -> dict[str, Any]:
+    """The four axes of a judge's answer (its text, or the JSON object found in it), or ``{"flagged": why}``."""
+    data, flag = find_json_object(text) if isinstance(text, str) else (text, None)
+    if data is None:
+        return {"flagged": flag}
     out: dict[str, Any] = {}
     for axis, (low, high) in AXES.items():
         v = data.get(axis)
@@ -88,10 +84,9 @@ class DayJudge:
                 "temperature": TEMPERATURE}
 
     def judge(self, prompts: Sequence[list[dict[str, str]]]) -> list[dict[str, Any]]:
-        outcomes = self.chat.chat(prompts, json_mode=True, temperature=TEMPERATURE, max_tokens=self.max_tokens,
-                                  seeds=[0] * len(prompts))
-        return [parse_judgement(o.text) if o.error is None else {"flagged": f"{JUDGE_FAILED}{o.error}"[:300]}
-                for o in outcomes]
+        answers = ask_json(self.chat, prompts, temperature=TEMPERATURE, max_tokens=self.max_tokens)
+        return [{"flagged": f"{JUDGE_FAILED}{a.error}"[:300]} if a.error is not None
+                else {"flagged": a.flag} if a.value is None else parse_judgement(a.value) for a in answers]
 
 
 def panel(votes: dict[str, dict[str, Any]]) -> dict[str, Any] | None:

@@ -18,15 +18,14 @@ retries) flags the judgement with ``judge: ...``; a resumed run asks again for t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
 from simhub.cache import ContentCache, fingerprint
-from simhub.learners.chat import ChatModel
-from simhub.tutoring.trace import Trace
+from simhub.learners.chat import ChatModel, ask_json, find_json_object
+from simhub.tutoring.knowsim.trace import Trace
 
 #: How the flag of a judgement whose judge failed begins (a resumed run asks again for those).
 JUDGE_FAILED = "judge: "
@@ -43,7 +42,7 @@ class JudgedStop(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     error: bool = False
 
 
-def parse_stop(text: str, turns: int) -> JudgedStop:
+def parse_stop(text: str | dict[str, Any], turns: int) -> JudgedStop:
     """The judgement in a judge's answer about a conversation of ``turns`` turns; flagged when unusable.
 
     >>> parse_stop('{"end_turn": 2, "reason": "solved"}', 4)
@@ -51,12 +50,9 @@ def parse_stop(text: str, turns: int) -> JudgedStop:
     >>> parse_stop('{"end_turn": 5}', 4).flagged
     'end_turn 5 outside 1..4'
     """
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return JudgedStop(flagged="not JSON")
-    if not isinstance(data, dict):
-        return JudgedStop(flagged="not a JSON object")
+    data, flag = find_json_object(text) if isinstance(text, str) else (text, None)
+    if data is None:
+        return JudgedStop(flagged=flag)
     turn = data.get("end_turn")
     if isinstance(turn, float) and turn.is_integer():
         turn = int(turn)
@@ -87,13 +83,9 @@ class TerminationJudge:
         if not conversations:
             return []
         prompts = [stop_messages(q, turns) for q, turns in conversations]
-        try:
-            answers = self.chat.chat(prompts, json_mode=True, temperature=self.temperature,
-                                     max_tokens=self.max_tokens, seeds=[0] * len(prompts))
-        except Exception as exc:  # a broken judge flags these judgements; the run goes on
-            return [JudgedStop(flagged=f"{JUDGE_FAILED}{type(exc).__name__}: {str(exc)[:200]}", error=True)
-                    for _ in prompts]
-        return [parse_stop(a.text, len(turns)) if a.ok else JudgedStop(flagged=f"{JUDGE_FAILED}{a.error}", error=True)
+        answers = ask_json(self.chat, prompts, temperature=self.temperature, max_tokens=self.max_tokens)
+        return [JudgedStop(flagged=f"{JUDGE_FAILED}{a.error}", error=True) if a.error is not None
+                else JudgedStop(flagged=a.flag) if a.value is None else parse_stop(a.value, len(turns))
                 for a, (_, turns) in zip(answers, conversations, strict=True)]
 
 

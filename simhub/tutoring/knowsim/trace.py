@@ -9,21 +9,17 @@ when a termination judge ran (stateless learners), the turn it judged the conver
 written atomically; :func:`read_trace` reads versions 1 (no IQ fields: a trace without IQ), 2 (no
 judged stop) and 3, and refuses another or newer ``schema_version`` with a message that names it.
 
-The run folder's ``run.json`` (:class:`RunInfo`) holds the settings every trace of the folder shares
-(a resumed run must match them) and what the command was given; :func:`read_run_info` reads it, a
-file written before it was versioned as version 0.
+The run folder's ``run.json`` is the kit's (:class:`simhub.tutoring.runner.RunInfo`).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
 
-from simhub.errors import DataError
 from simhub.learners.graph import IUGraph
 from simhub.learners.metrics import ConversationMetrics
 from simhub.learners.state import KnowledgeState
@@ -137,69 +133,3 @@ S = TypeVar("S", bound=msgspec.Struct)
 def read_trace(path: str | os.PathLike[str]) -> Trace:
     return read_document(path, Trace, TRACE_KIND, TRACE_READS, "trace ",
                          f"not a tutor-bench trace (kind {TRACE_KIND!r} expected)")
-
-
-RUN_KIND = "simhub-tutor-bench-run"
-RUN_VERSION = 1
-#: The versions :func:`read_run_info` reads (0: a run.json written before it had ``schema_version``
-#: and ``kind``, the same layout otherwise).
-RUN_READS = (0, 1)
-
-
-class RunInfo(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """A tutor-bench folder's ``run.json``: the shared ``settings`` (learner, extractor, preset,
-    seed...) and what the run was asked (profile, items, levels, tutors, component names)."""
-
-    schema_version: int = RUN_VERSION
-    kind: str = RUN_KIND
-    settings: dict[str, Any] = msgspec.field(default_factory=dict)
-    profile: str | None = None
-    items: str | None = None
-    n: int | None = None
-    levels: list[str] | None = None
-    tutors: list[str] | None = None
-    learner_name: str | None = None
-    extractor_name: str | None = None
-    #: Anything else a library caller passed as the run's ``info``.
-    extra: dict[str, Any] = msgspec.field(default_factory=dict)
-
-    @classmethod
-    def of(cls, settings: dict[str, Any], info: dict[str, Any]) -> RunInfo:
-        """The run file of ``settings`` and a caller's ``info`` (keys it does not name go to ``extra``)."""
-        import json
-
-        known = {f.name for f in msgspec.structs.fields(cls)} - {"schema_version", "kind", "settings", "extra"}
-        plain = json.loads(json.dumps({"settings": settings, **info}, default=str))  # JSON values only
-        return msgspec.convert({"settings": plain.pop("settings"), **{k: plain.pop(k) for k in list(plain) if k in known},
-                                "extra": plain}, cls)
-
-
-def write_run_info(path: str | os.PathLike[str], info: RunInfo) -> None:
-    atomic_write_bytes(path, msgspec.json.format(msgspec.json.encode(info), indent=2))
-
-
-def read_run_info(path: str | os.PathLike[str]) -> RunInfo:
-    """``run.json`` decoded; a DataError naming the file (and the field) when it is not one."""
-    info = read_document(path, RunInfo, RUN_KIND, RUN_READS, "run.json ",
-                         f"not a tutor-bench run.json (kind {RUN_KIND!r} expected)", unversioned=True)
-    return msgspec.structs.replace(info, schema_version=RUN_VERSION) if info.schema_version == 0 else info
-
-
-def open_run_folder(output: str | os.PathLike[str], settings: dict[str, Any], info: dict[str, Any], *,
-                    optional: tuple[str, ...] = ()) -> None:
-    """Start or resume a run folder: an existing ``run.json`` must hold the same ``settings`` (a
-    DataError naming the first that differs), then ``run.json`` is (re)written. ``optional``: settings
-    present only when a component ran; a folder that had one differs from a run without it."""
-    import json
-
-    folder = Path(output)
-    run_file = folder / "run.json"
-    if run_file.is_file():
-        theirs = read_run_info(run_file).settings
-        for key in [*settings, *(k for k in optional if k in theirs and k not in settings)]:
-            if json.dumps(theirs.get(key), sort_keys=True) != json.dumps(settings.get(key), sort_keys=True):
-                raise DataError(f"{folder}: holds a tutor-bench run with another {key}; resume it with the "
-                                f"same settings or choose another --output", file=str(run_file), field=key)
-    folder.mkdir(parents=True, exist_ok=True)
-    write_run_info(run_file, RunInfo.of(settings, info))
-

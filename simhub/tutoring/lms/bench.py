@@ -6,7 +6,8 @@ persona seed and the same per-day random draws, so the tutors' runs are paired. 
 pre-session probe, the tutor's turns through the LMS actions, post-session probe
 (:mod:`simhub.learners.kt.lms`). Days without a study block in the schedule have no session.
 
-The run folder is the tutor bench's: ``run.json`` (the settings every run must share), ``traces/``
+The kit's runner (:mod:`simhub.tutoring.runner`) drives the runs, a batch of them in lockstep a day
+at a time. The run folder is the kit's: ``run.json`` (the settings every run must share), ``traces/``
 (one :class:`KTRunTrace` per tutor and run, rewritten atomically after each day) and
 ``results.json``. A killed run resumes at the day it stopped: the finished days are read, the belief
 is their answers replayed, and every draw of a day depends only on the day, so the result is that of
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -28,15 +28,13 @@ from typing import Any
 
 import msgspec
 
-from simhub.cache import ContentCache, fingerprint, source_digest
+from simhub.cache import ContentCache, fingerprint
 from simhub.learners.kt.base import KTModel
 from simhub.learners.kt.items import ItemBank
 from simhub.learners.kt.lms import DayRecord, LMSRun, RunPlan, ToolError, check_failed
 from simhub.learners.kt.runs import (
     KT_TRACE_READS,
     KT_TRACE_VERSION,
-    RUN_FILE,
-    TRACES,
     KTRunTrace,
     _safe,
     is_kt_trace_file,
@@ -49,18 +47,18 @@ from simhub.learners.kt.runs import (
     write_kt_trace,
 )
 from simhub.learners.kt.student import ABILITIES, LearnerSettings, PersonaSeed, RolePlayer
-from simhub.tutoring.kt_tutors import LMSTutor
-from simhub.tutoring.trace import open_run_folder
+from simhub.simulation.tutor import Tutor
+from simhub.tutoring.estimates import parse_names
+from simhub.tutoring.runner import RUN_FILE, TRACES, Episode, EpisodeBench, Runner
 
 # The run record and its construction live with the learner (simhub.learners.kt.runs), shared with /lms;
 # they are re-exported here for the bench's callers.
-__all__ = ["KT_TRACE_READS", "KT_TRACE_VERSION", "RUN_FILE", "TRACES", "KTBench", "KTBenchOptions", "KTRunTrace",
-           "is_kt_trace_file", "learner_parts", "new_trace", "plan_runs", "read_kt_trace", "run_id", "sample_log",
-           "write_kt_trace"]
+__all__ = ["KT_TRACE_READS", "KT_TRACE_VERSION", "RULE_MODULES", "RUN_FILE", "TRACES", "KTBench", "KTBenchOptions",
+           "KTRunTrace", "is_kt_trace_file", "learner_parts", "new_trace", "plan_runs", "read_kt_trace", "run_id",
+           "sample_log", "write_kt_trace"]
+
 
 def check_abilities(text: str | Sequence[str]) -> list[str]:
-    from simhub.tutoring.bench import parse_names
-
     return parse_names(text, ABILITIES, kind="ability", field="abilities")
 
 
@@ -68,18 +66,15 @@ def check_abilities(text: str | Sequence[str]) -> list[str]:
 class KTBenchOptions:
     cache_dir: str | None = None
     no_cache: bool = False
+    #: Runs advanced together, day by day (the kit runner's batch).
+    batch: int = 16
 
 
 #: The modules whose code decides a run from its draws: their source is part of a whole run's cache key.
 RULE_MODULES = ("simhub.learners.kt.lms", "simhub.learners.kt.student", "simhub.learners.kt.items",
                 "simhub.learners.kt.bkt", "simhub.learners.kt.scenarios", "simhub.prompts.kt_learner",
-                "simhub.tutoring.kt_bench", "simhub.tutoring.kt_tutors")
-
-
-@functools.lru_cache(maxsize=1)
-def rules_digest() -> str:
-    """A hash of the source of :data:`RULE_MODULES` (computed once per process)."""
-    return source_digest(RULE_MODULES)
+                "simhub.tutoring.lms.bench", "simhub.tutoring.lms.tutors", "simhub.tutoring.tutors",
+                "simhub.tutoring.runner")
 
 
 def model_digest(model: KTModel) -> str:
@@ -88,15 +83,19 @@ def model_digest(model: KTModel) -> str:
     return fingerprint(msgspec.to_builtins(to_file()) if to_file else [model.backend, list(model.kcs), repr(model)])
 
 
-class KTBench:
-    """One KT-learner bench: tutors × run plans, into ``output``."""
+class KTBench(EpisodeBench[KTRunTrace]):
+    """One KT-learner bench: tutors × run plans, into ``output``, through the kit's runner."""
 
-    def __init__(self, tutors: Sequence[LMSTutor], plans: Sequence[RunPlan], *, model: KTModel, model_id: str,
+    family = "kt-learner"
+    rule_modules = RULE_MODULES
+    trace_type = KTRunTrace
+
+    def __init__(self, tutors: Sequence[Tutor], plans: Sequence[RunPlan], *, model: KTModel, model_id: str,
                  bank: ItemBank, seeds: Mapping[str, PersonaSeed], role_player: RolePlayer,
                  settings: LearnerSettings, output: str | os.PathLike[str], options: KTBenchOptions | None = None,
                  info: Mapping[str, Any] | None = None, judges: Sequence[Any] = ()):
         self.tutors, self.plans = list(tutors), list(plans)
-        #: The judge panel (:class:`~simhub.tutoring.kt_judges.DayJudge`), run over every finished run.
+        #: The judge panel (:class:`~simhub.tutoring.lms.judges.DayJudge`), run over every finished run.
         self.judges = list(judges)
         self.judge_calls = self.judge_hits = 0
         self.model, self.model_id, self.bank, self.seeds = model, model_id, bank, seeds
@@ -107,6 +106,8 @@ class KTBench:
         self.cache = None if self.options.no_cache else ContentCache(cache_root(self.options.cache_dir), "kt-bench")
         self.cache_hits = 0
         self.days_run = 0
+        self.calls: dict[str, int] = {}
+        self._on_day: Callable[[KTRunTrace, DayRecord], None] | None = None
 
     def settings(self) -> dict[str, Any]:
         return {"learner": "kt-learner", "kt_model": self.model_id, "kt_model_digest": model_digest(self.model),
@@ -115,90 +116,89 @@ class KTBench:
                 "items": fingerprint(sorted(msgspec.to_builtins(list(self.bank.items.values())),
                                             key=lambda d: d["id"]))}
 
-    def _check_folder(self) -> None:
-        open_run_folder(self.output, self.settings(), self.info)
+    def path(self, tutor: Tutor, plan: RunPlan) -> Path:
+        return self.output / TRACES / self._name(tutor, plan)
 
-    @functools.cached_property
-    def _settings_key(self) -> str:
-        return fingerprint(["kt-run", rules_digest(), self.settings()])
-
-    def _key(self, tutor: LMSTutor, plan: RunPlan) -> str:
-        return fingerprint([self._settings_key, tutor.describe(), msgspec.to_builtins(plan)])
-
-    def path(self, tutor: LMSTutor, plan: RunPlan) -> Path:
-        return self.output / TRACES / f"{_safe(tutor.id)}__{_safe(plan.run)}.json"
+    @staticmethod
+    def _name(tutor: Tutor, plan: RunPlan) -> str:
+        return f"{_safe(tutor.id)}__{_safe(plan.run)}.json"
 
     def run(self, on_day: Callable[[KTRunTrace, DayRecord], None] | None = None,
-            on_run: Callable[[KTRunTrace], None] | None = None) -> list[KTRunTrace]:
-        self._check_folder()
-        (self.output / TRACES).mkdir(exist_ok=True)
-        out = []
-        for plan in self.plans:
-            for tutor in self.tutors:
-                trace = self._one(tutor, plan, on_day)
-                out.append(trace)
-                if on_run:
-                    on_run(trace)
-        if self.judges:
-            self._judge(out)
-        return out
+            on_run: Callable[[KTRunTrace], None] | None = None, *, progress: bool = False) -> list[KTRunTrace]:
+        """Every (run plan, tutor) run through the kit's :class:`~simhub.tutoring.runner.Runner`."""
+        self._on_day = on_day
+        self.runner = Runner(self, batch=self.options.batch, on_trace=on_run, progress=progress, every=10,
+                             unit="runs")
+        return self.runner.run()
 
-    def _judge(self, traces: list[KTRunTrace]) -> None:
+    # ---------------------------------------------------------------- the runner's episode interface
+
+    def episodes(self) -> list[Episode]:
+        return [Episode(tutor, plan, self._name(tutor, plan), msgspec.to_builtins(plan))
+                for plan in self.plans for tutor in self.tutors]
+
+    def read_trace(self, path: Path) -> KTRunTrace:
+        return read_kt_trace(path)
+
+    def write_trace(self, path: Path, trace: KTRunTrace) -> None:
+        write_kt_trace(path, trace)
+
+    def finished(self, trace: KTRunTrace) -> bool:
+        return trace.complete
+
+    def failures(self, trace: KTRunTrace) -> list[str]:
+        return [d.failed for d in trace.days if d.failed]
+
+    def run_batch(self, batch: list[tuple[Episode, KTRunTrace | None]],
+                  save: Callable[[Episode, KTRunTrace], None]) -> list[KTRunTrace]:
+        """The batch's runs in lockstep, a session day at a time; each run's trace is saved after each day
+        (a killed run resumes at the day it stopped)."""
+        runs, traces = [], []
+        for ep, existing in batch:
+            run = self.new_run(ep.unit)
+            trace = existing or new_trace(ep.tutor.id, ep.tutor.describe(), run,
+                                          role_player=self.role_player.describe(), kt_model=self.model_id)
+            if existing is not None:
+                run.restore(existing.days, existing.help)
+            runs.append(run)
+            traces.append(trace)
+        horizon = max((len(ep.unit.session_days) for ep, _ in batch), default=0)
+        for k in range(horizon):
+            for (ep, _), run, trace in zip(batch, runs, traces, strict=True):
+                days = ep.unit.session_days
+                if k >= len(days) or days[k] in {d.day for d in trace.days}:
+                    continue
+                record = self._day(run, ep.tutor, days[k])
+                self.days_run += 1
+                trace.days, trace.help = list(run.days), [msgspec.structs.replace(h) for h in run.help]
+                save(ep, trace)
+                if self._on_day:
+                    self._on_day(trace, record)
+        for trace in traces:
+            trace.complete = True
+        return traces
+
+    def finish(self, done: list[tuple[Episode, KTRunTrace]], save: Callable[[Episode, KTRunTrace], None]) -> None:
         """The panel's votes on every day not judged yet, written into the traces."""
-        from simhub.tutoring.kt_judges import judge_runs
+        if not self.judges:
+            return
+        from simhub.tutoring.lms.judges import judge_runs
 
+        traces = [t for _, t in done]
         before = [msgspec.json.encode(t.judgments) for t in traces]
         asked, hits = judge_runs(self.judges, traces, self.cache)
         self.judge_calls += asked
         self.judge_hits += hits
-        for tutor_trace, old in zip(traces, before, strict=True):
-            if msgspec.json.encode(tutor_trace.judgments) != old:
-                tutor = next(t for t in self.tutors if t.id == tutor_trace.tutor)
-                write_kt_trace(self.path(tutor, tutor_trace.plan), tutor_trace)
+        for (ep, trace), old in zip(done, before, strict=True):
+            if msgspec.json.encode(trace.judgments) != old:
+                save(ep, trace)
 
     def new_run(self, plan: RunPlan) -> LMSRun:
         return LMSRun(plan, model=self.model, bank=self.bank, persona=self.seeds[plan.run],
                       role_player=self.role_player, settings=self.learner_settings)
 
-    def _one(self, tutor: LMSTutor, plan: RunPlan, on_day: Callable | None) -> KTRunTrace:
-        path = self.path(tutor, plan)
-        existing = read_kt_trace(path) if path.is_file() else None
-        if existing is not None and existing.complete:
-            return existing
-        if existing is None and self.cache is not None:
-            hit = self.cache.get(self._key(tutor, plan))
-            if hit is not None:
-                try:
-                    trace = msgspec.convert(hit, KTRunTrace)
-                except msgspec.ValidationError:
-                    trace = None
-                if trace is not None:
-                    self.cache_hits += 1
-                    write_kt_trace(path, trace)
-                    return trace
-        run = self.new_run(plan)
-        trace = existing or new_trace(tutor.id, tutor.describe(), run, role_player=self.role_player.describe(),
-                                      kt_model=self.model_id)
-        if existing is not None:
-            run.restore(existing.days, existing.help)
-        done = {d.day for d in trace.days}
-        for day in plan.session_days:
-            if day in done:
-                continue
-            record = self._day(run, tutor, day)
-            self.days_run += 1
-            trace.days, trace.help = list(run.days), [msgspec.structs.replace(h) for h in run.help]
-            write_kt_trace(path, trace)
-            if on_day:
-                on_day(trace, record)
-        trace.complete = True
-        write_kt_trace(path, trace)
-        if self.cache is not None:
-            self.cache.put(self._key(tutor, plan), msgspec.to_builtins(trace))
-        return trace
-
     @staticmethod
-    def _day(run: LMSRun, tutor: LMSTutor, day: int) -> DayRecord:
+    def _day(run: LMSRun, tutor: Tutor, day: int) -> DayRecord:
         """One session day on the run's own clock (:meth:`LMSRun.advance`), as ``/lms`` steps it."""
         # The days finished before a resume are a prefix of the session days, so the clock's next day is
         # this one; a mismatch is a bug here, not a failed day.
@@ -209,7 +209,7 @@ class KTBench:
             tutor.start_day(run, day)
             while not tick.day_ended:
                 with contextlib.suppress(ToolError):  # a scripted tutor's bad call: logged by the run; the turn ends
-                    tutor.turn(run, day, tick.turn)
+                    tutor.act(run, day, tick.turn)
                 tick = run.advance()
             return tick.record
         except Exception as exc:  # a learner, tutor or model call that failed: the day fails, the run goes on

@@ -13,15 +13,14 @@ KG, DC and CO stand without IQ.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
 from simhub.cache import ContentCache, fingerprint
-from simhub.learners.chat import ChatModel
-from simhub.tutoring.trace import Trace
+from simhub.learners.chat import ChatModel, ask_json, find_json_object
+from simhub.tutoring.knowsim.trace import Trace
 
 IQ_MIN, IQ_MAX = 1, 10
 #: How the flag of a rating whose rater failed begins (a resumed run asks again for those).
@@ -38,14 +37,12 @@ class IQRating(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     error: bool = False
 
 
-def parse_rating(text: str) -> IQRating:
-    """The rating in a rater's answer; a flagged rating naming the problem when it is unusable."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return IQRating(flagged="not JSON")
-    if not isinstance(data, dict):
-        return IQRating(flagged="not a JSON object")
+def parse_rating(text: str | dict[str, Any]) -> IQRating:
+    """The rating in a rater's answer (its text, or the JSON object found in it); a flagged rating naming
+    the problem when it is unusable."""
+    data, flag = find_json_object(text) if isinstance(text, str) else (text, None)
+    if data is None:
+        return IQRating(flagged=flag)
     score = data.get("score")
     if isinstance(score, float) and score.is_integer():
         score = int(score)
@@ -76,12 +73,9 @@ class IQRater:
         if not conversations:
             return []
         prompts = [iq_messages(q, turns) for q, turns in conversations]
-        try:
-            answers = self.chat.chat(prompts, json_mode=True, temperature=self.temperature,
-                                     max_tokens=self.max_tokens, seeds=[0] * len(prompts))
-        except Exception as exc:  # a broken rater flags these ratings; the run goes on
-            return [IQRating(flagged=f"{RATER_FAILED}{type(exc).__name__}: {str(exc)[:200]}", error=True) for _ in prompts]
-        return [parse_rating(a.text) if a.ok else IQRating(flagged=f"{RATER_FAILED}{a.error}", error=True) for a in answers]
+        answers = ask_json(self.chat, prompts, temperature=self.temperature, max_tokens=self.max_tokens)
+        return [IQRating(flagged=f"{RATER_FAILED}{a.error}", error=True) if a.error is not None
+                else IQRating(flagged=a.flag) if a.value is None else parse_rating(a.value) for a in answers]
 
 
 def conversation_of(trace: Trace) -> tuple[str, list[tuple[str, str]]]:

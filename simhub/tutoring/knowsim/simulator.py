@@ -23,6 +23,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from simhub.config import Profile
 from simhub.errors import UnknownNameError
 from simhub.learners.extract import Extractor, ExtractRequest
 from simhub.learners.graph import ValidatedGraph
@@ -30,7 +31,7 @@ from simhub.learners.presets import Preset
 from simhub.learners.roleplay import Learner, LearnerRequest
 from simhub.learners.state import LEVELS, KnowledgeState, initial_state
 from simhub.learners.update import TurnRecord, update
-from simhub.models import Sampling
+from simhub.models import LoadOptions, Sampling
 from simhub.schema import Dialogue
 from simhub.simulation.base import Candidate, SimulationResult, Simulator, Target
 
@@ -135,3 +136,48 @@ class KnowledgeStateSimulator(Simulator):
             results[i] = SimulationResult(candidates=[Candidate(text=s.message, finish_reason="stop",
                                                                 end_of_dialogue=s.end) for s in said])
         return [r for r in results if r is not None]
+
+
+def knowsim_level(name: str) -> str:
+    """The knowledge level of ``knowsim`` (novice) or ``knowsim:LEVEL``; an unknown level is an
+    UnknownNameError that lists the levels (checked before any graph or model is touched)."""
+    level = name.partition(":")[2] or "novice"
+    if level not in LEVELS:
+        raise UnknownNameError("knowsim level", level, LEVELS, field="simulator")
+    return level
+
+
+def knowsim_simulator(name: str, profile: Profile | None = None, options: LoadOptions | None = None):
+    """``knowsim`` or ``knowsim:LEVEL`` as a simulated student (``simhub simulate``, ``eval``, ``rollout``,
+    ``eval-dialogues``): the knowledge-state learner on the shipped graphs, voiced by the scripted
+    stand-in, its state replayed by the offline extractor under the paper preset. None for any other name."""
+    if name != "knowsim" and not name.startswith("knowsim:"):
+        return None
+    from simhub.learners.graph import shipped_graphs, validate_graph
+    from simhub.learners.presets import resolve_preset
+    from simhub.learners.roleplay import ScriptedLearner
+    from simhub.tutoring.knowsim.components import build_extractor
+
+    level = knowsim_level(name)
+    graphs = {k: validate_graph(g, name=k) for k, g in shipped_graphs().items()}
+    return KnowledgeStateSimulator(ScriptedLearner(), build_extractor("offline", profile, options), graphs,
+                                   resolve_preset("paper"), level=level, name=name)
+
+
+class _KnowSimStudent:
+    """``knowsim[:LEVEL]`` as a simulated student, registered in
+    :data:`simhub.simulation.registry.LEARNER_SIMULATORS` (so ``simhub eval`` and the others build it as
+    they build any simulator): ``check`` a name before anything is read, ``build`` it."""
+
+    @staticmethod
+    def check(name: str) -> None:
+        knowsim_level(name)
+
+    @staticmethod
+    def build(name: str, profile: Any = None, options: Any = None) -> KnowledgeStateSimulator:
+        sim = knowsim_simulator(name, profile, options)
+        assert sim is not None
+        return sim
+
+
+KNOWSIM_STUDENT = _KnowSimStudent()

@@ -36,14 +36,36 @@ from simhub.learners.kt.metrics import (
     pass_hat_k,
     responsiveness,
 )
+from simhub.runformat import read_document
 from simhub.stats import holm, paired_compare
-from simhub.tutoring.kt_bench import KTRunTrace
-from simhub.tutoring.kt_judges import run_axes
-from simhub.tutoring.results import Estimate, cluster_estimate
-from simhub.tutoring.trace import read_document
+from simhub.tutoring.estimates import Estimate, cluster_estimate
+from simhub.tutoring.family import BenchOutput
+from simhub.tutoring.lms.bench import KTRunTrace
+from simhub.tutoring.lms.judges import run_axes
 
-__all__ = ["KT_RESULTS_KIND", "GateSettings", "KTBenchResults", "RunMeasures", "format_kt_results", "read_kt_results",
+__all__ = ["KT_RESULTS_KIND", "OUTPUTS", "GateSettings", "KTBenchResults", "RunMeasures", "format_kt_results", "read_kt_results",
            "run_measures", "summarize_kt"]
+
+#: What the bench reports per tutor, declared once: the results, the console table and the report read
+#: these. The ranking is on ΔSolve; the judged axes are there when a judge panel ran.
+OUTPUTS = (
+    BenchOutput("delta_solve", "ΔSolve", ranked=True, digits=2, scale=100.0, unit="pp",
+                description="the mean over session days of post- minus pre-session probe accuracy"),
+    BenchOutput("responsiveness", "responsiveness", digits=2,
+                description="the share of the learner's help requests a tutor message came after"),
+    BenchOutput("responsiveness_same_day", "same-day responsiveness", digits=2,
+                description="the share of help requests answered on the day they were made"),
+    BenchOutput("helpfulness", "helpfulness", digits=2, description="the judge panel's helpfulness, 1-10"),
+    BenchOutput("gagne", "Gagné", digits=2, description="the judge panel's count of Gagné's events of instruction"),
+    BenchOutput("rosenshine", "Rosenshine", digits=2,
+                description="the judge panel's count of Rosenshine's principles followed"),
+    BenchOutput("handover_rate", "hand-over rate", higher_is_better=False, digits=2,
+                description="the share of days the tutor handed over the answer"),
+)
+#: The outputs by name.
+OUTPUT = {o.name: o for o in OUTPUTS}
+#: The judge panel's axes.
+JUDGED = ("helpfulness", "gagne", "rosenshine", "handover_rate")
 
 KT_RESULTS_VERSION = 1
 KT_RESULTS_KIND = "kt-learner-results"
@@ -199,7 +221,7 @@ def _judged(traces: Sequence[KTRunTrace], clusters: list[str], n_resamples: int,
         return None
     axes = [run_axes(t) for t in traces]
     return {name: _estimate([a[name] for a in axes], clusters, n_resamples, seed)
-            for name in ("helpfulness", "gagne", "rosenshine", "handover_rate")}
+            for name in JUDGED}
 
 
 def _gate(ds: float | None, gate: GateSettings, judged: dict[str, Estimate] | None = None) -> tuple[str, list[str]]:
@@ -384,13 +406,14 @@ def _fmt(e: Estimate, scale: float = 1.0, digits: int = 2) -> str:
 
 def format_kt_results(r: KTBenchResults) -> str:
     lines = [f"KT-learner bench: {r.runs} runs per tutor", "",
-             "tutor | ΔSolve pp [95% CI] | resp. | same-day | no help request (runs) | message/stay silent/assign/adjust/content per run "
-             "| ECE | gate"]
+             f"tutor | {OUTPUT['delta_solve'].label} {OUTPUT['delta_solve'].unit} [95% CI] | resp. | same-day | no help request "
+             "(runs) | message/stay silent/assign/adjust/content per run | ECE | gate"]
+    ds = OUTPUT["delta_solve"]
     for name in [*r.ranking, *(t for t in r.tutors if t not in r.ranking)]:
         t = r.tutors[name]
         acts = "/".join(f"{t.actions_per_run[k]:.1f}" for k in ACTION_KINDS)
         ece = f"{t.calibration.ece:.3f}" if t.calibration.ece is not None else "n/a"
-        lines.append(f"{name} | {_fmt(t.delta_solve, 100.0)} | {_fmt(t.responsiveness)} | "
+        lines.append(f"{name} | {_fmt(t.delta_solve, ds.scale, ds.digits)} | {_fmt(t.responsiveness)} | "
                      f"{_fmt(t.responsiveness_same_day)} | {t.silent_runs} | {acts} | {ece} | {t.gate}")
     for c in r.comparisons:
         if c.diff is not None and c.p is None:
@@ -400,8 +423,8 @@ def format_kt_results(r: KTBenchResults) -> str:
                          f"n = {c.n} paired runs")
     for name, t in r.tutors.items():
         if t.judged:
-            lines.append(f"{name} (judged): helpfulness {_fmt(t.judged['helpfulness'])}, Gagné {_fmt(t.judged['gagne'])}, "
-                         f"Rosenshine {_fmt(t.judged['rosenshine'])}, hand-over rate {_fmt(t.judged['handover_rate'])}")
+            lines.append(f"{name} (judged): " + ", ".join(f"{OUTPUT[a].label} {_fmt(t.judged[a], digits=OUTPUT[a].digits)}"
+                                                         for a in JUDGED))
     fails = sum(t.failed_days for t in r.tutors.values())
     if fails:
         lines.append(f"failed days: {fails} (see results.json failures)")

@@ -8,17 +8,18 @@ Per (tutor, item, level) one conversation, in the shape of a Gymnasium episode:
 3. the termination rules of the preset decide (mastery or overload terminate, the 15-turn cap
    truncates; a tutor's end-of-dialogue marker ends it too); otherwise the learner speaks again.
 
-Conversations advance in lockstep in chunks of ``batch``, so every step is one batched call per
-model and an endpoint gets a chunk's requests concurrently. Every model call's answer is cached
+Conversations advance in lockstep in chunks of ``batch`` (the kit's one runner,
+:mod:`simhub.tutoring.runner`, drives them), so every step is one batched call per model and an
+endpoint gets a chunk's requests concurrently. Every model call's answer is cached
 under a hash of the model and everything its answer depends on (state, conversation, seed), and each
 conversation's trace is written the moment it ends: a killed run resumes, skipping finished traces,
 and repeats no call. A finished conversation's whole trace is cached too, under its settings, tutor,
-item and level and a digest of the source of the rules that compute it (:func:`rules_digest`): an
+item and level and a digest of the source of the rules that compute it (:data:`RULE_MODULES`): an
 identical run into another folder copies each trace with no call and no replay, and a change to the
 rules' code replays the turns from the per-call answers instead. A tutor, learner or extractor that
 fails marks its conversation failed with the cause; the run completes and counts it.
 
-With a termination judge (stateless learners, see :mod:`simhub.tutoring.termination_judge`) the
+With a termination judge (stateless learners, see :mod:`simhub.tutoring.knowsim.termination`) the
 state rules stop nothing; every finished conversation of a chunk then gets its judged end turn, and
 with an IQ rater its rating, each in one batched call before its trace is written, so the trace
 holds them.
@@ -27,7 +28,6 @@ holds them.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -36,8 +36,8 @@ from typing import Any
 
 import msgspec
 
-from simhub.cache import ContentCache, fingerprint, source_digest
-from simhub.errors import DataError, SimhubError, UnknownNameError
+from simhub.cache import ContentCache, fingerprint
+from simhub.errors import DataError, SimhubError
 from simhub.learners.extract import Extraction, Extractor, ExtractRequest
 from simhub.learners.graph import IUGraph, ValidatedGraph, read_graphs, shipped_graphs, validate_graph
 from simhub.learners.metrics import conversation_metrics
@@ -48,21 +48,22 @@ from simhub.learners.termination import early_stop, stop_decision
 from simhub.learners.update import IUSignal, TurnRecord, update
 from simhub.models import Sampling
 from simhub.schema import Dialogue, Question, Turn
-from simhub.simulation.tutor import TutorTurn
-from simhub.tutoring.iq import RATER_FAILED, IQRater, rate_traces
-from simhub.tutoring.termination_judge import JUDGE_FAILED, TerminationJudge, judge_traces
-from simhub.tutoring.trace import (
+from simhub.simulation.tutor import Tutor, TutorTurn
+from simhub.tutoring.estimates import parse_names
+from simhub.tutoring.knowsim.iq import RATER_FAILED, IQRater, rate_traces
+from simhub.tutoring.knowsim.termination import JUDGE_FAILED, TerminationJudge, judge_traces
+from simhub.tutoring.knowsim.trace import (
     Trace,
     TraceTurn,
-    open_run_folder,
     read_trace,
     trace_name,
     write_trace,
 )
-from simhub.tutoring.tutors import BenchRequest, BenchTutor
+from simhub.tutoring.knowsim.tutors import BenchRequest
+from simhub.tutoring.runner import RUN_FILE, TRACES, Episode, EpisodeBench, Runner, cached_answers, rules_digest
 
-TRACES = "traces"
-RUN_FILE = "run.json"
+__all__ = ["RULE_MODULES", "RUN_FILE", "TRACES", "Bench", "BenchOptions", "Item", "load_items", "parse_levels",
+           "rules_digest"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,18 +92,6 @@ def load_items(spec: str, n: int | None = None) -> list[Item]:
     return items
 
 
-def parse_names(text: str | Sequence[str], known: Sequence[str], *, kind: str, field: str) -> list[str]:
-    """A comma-separated (or listed) choice among ``known``, in order, repeats dropped; an unknown name
-    is an UnknownNameError, none at all a DataError, both on ``field``."""
-    names = [x.strip() for x in (text.split(",") if isinstance(text, str) else text) if x.strip()]
-    for name in names:
-        if name not in known:
-            raise UnknownNameError(kind, name, known, field=field)
-    if not names:
-        raise DataError(f"--{field}: name at least one of {', '.join(known)}", field=field)
-    return list(dict.fromkeys(names))
-
-
 def parse_levels(text: str | Sequence[str]) -> list[str]:
     return parse_names(text, LEVELS, kind="knowledge level", field="levels")
 
@@ -125,10 +114,9 @@ class BenchOptions:
 
 @dataclasses.dataclass
 class _Conv:
-    tutor: BenchTutor
+    tutor: Tutor
     item: Item
     level: str
-    path: Path
     state: KnowledgeState
     initial: KnowledgeState
     history: list[tuple[str, str]] = dataclasses.field(default_factory=list)
@@ -154,15 +142,9 @@ class _Conv:
 #: state views, the bench loop and the trace layout): their source is part of a whole trace's cache key.
 RULE_MODULES = ("simhub.learners.update", "simhub.learners.metrics", "simhub.learners.termination",
                 "simhub.learners.state", "simhub.learners.presets", "simhub.learners.graph",
-                "simhub.learners.roleplay", "simhub.learners.extract", "simhub.tutoring.bench",
-                "simhub.tutoring.trace", "simhub.tutoring.iq", "simhub.tutoring.termination_judge",
-                "simhub.tutoring.tutors")
-
-
-@functools.lru_cache(maxsize=1)
-def rules_digest() -> str:
-    """A hash of the source of :data:`RULE_MODULES` (computed once per process)."""
-    return source_digest(RULE_MODULES)
+                "simhub.learners.roleplay", "simhub.learners.extract", "simhub.tutoring.knowsim.bench",
+                "simhub.tutoring.knowsim.trace", "simhub.tutoring.knowsim.iq", "simhub.tutoring.knowsim.termination",
+                "simhub.tutoring.knowsim.tutors", "simhub.tutoring.runner")
 
 
 def _seed(seed: int, conv: str, turn: int, side: str) -> int:
@@ -180,10 +162,15 @@ def _graph_key(graph: ValidatedGraph) -> str:
     return key
 
 
-class Bench:
+class Bench(EpisodeBench[Trace]):
     """One tutor-bench run: its components, preset, options and output folder."""
 
-    def __init__(self, tutors: Sequence[BenchTutor], learner: Learner, extractor: Extractor, preset: Preset,
+    family = "knowsim"
+    rule_modules = RULE_MODULES
+    optional_settings = ("iq_rater", "termination_judge")  # settings only where one ran
+    trace_type = Trace
+
+    def __init__(self, tutors: Sequence[Tutor], learner: Learner, extractor: Extractor, preset: Preset,
                  options: BenchOptions, output: str | os.PathLike[str], *, preset_name: str = "paper",
                  info: Mapping[str, Any] | None = None, shadow: Extractor | None = None,
                  rater: IQRater | None = None, termination_judge: TerminationJudge | None = None,
@@ -209,6 +196,8 @@ class Bench:
         self.calls = {"learner": 0, "tutor": 0, "extractor": 0, **({"shadow": 0} if shadow else {}),
                       **({"iq_rater": 0} if rater else {}), **({"termination_judge": 0} if termination_judge else {})}
         self.cache_hits = 0
+        self.items: list[Item] = []
+        self.levels: list[str] = []
 
     # ------------------------------------------------------------------------------- run settings
 
@@ -223,95 +212,56 @@ class Bench:
                 **({"iq_rater": self.rater.describe()} if self.rater else {}),
                 **({"termination_judge": self.termination_judge.describe()} if self.termination_judge else {})}
 
-    def _check_folder(self) -> None:
-        # The IQ rater and the termination judge are settings only where one ran.
-        open_run_folder(self.output, self.settings(), self.info, optional=("iq_rater", "termination_judge"))
-
     # --------------------------------------------------------------------------------------- run
 
     def run(self, items: Sequence[Item], levels: Sequence[str],
-            on_trace: Callable[[Trace], None] | None = None) -> list[Trace]:
-        """Every (tutor, item, level) conversation; finished traces in the folder are read, not rerun."""
-        self._check_folder()
-        folder = self.output / TRACES
-        traces: dict[str, Trace] = {}
-        todo: list[_Conv] = []
-        again: list[Path] = []
-        for tutor in self.tutors:
-            for item in items:
-                for level in levels:
-                    path = folder / trace_name(tutor.id, item.id, level)
-                    if path.is_file():
-                        old = read_trace(path)
-                        if old.failed is None:  # failed conversations are tried again (their good calls are cached)
-                            traces[path.name] = old
-                            if self._asks_again(old):
-                                again.append(path)
-                            continue
-                    cached = self._cached_trace(tutor, item, level)
-                    if cached is not None:  # the same conversation finished in another run: copied, no replay
-                        write_trace(path, cached)
-                        traces[path.name] = cached
-                        if on_trace:
-                            on_trace(cached)
-                        continue
-                    start = self.starts.get((item.id, level)) or initial_state(item.graph, level)
-                    todo.append(_Conv(tutor, item, level, path, start, start))
-        for k in range(0, len(todo), max(1, self.options.batch)):
-            chunk = self._run_chunk(todo[k:k + self.options.batch])
-            rated = self._rate(self._judge([self._trace(conv) for conv in chunk]))
-            for conv, trace in zip(chunk, rated, strict=True):
-                write_trace(conv.path, trace)
-                self._keep_trace(conv.tutor, conv.item, conv.level, trace)
-                traces[conv.path.name] = trace
-                if on_trace:
-                    on_trace(trace)
-        for k in range(0, len(again), max(1, self.options.batch)):
-            paths = again[k:k + self.options.batch]
-            judged = self._judge([traces[p.name] for p in paths], only_failed=True)
-            for path, trace in zip(paths, self._rate(judged), strict=True):
-                write_trace(path, trace)
-                tutor = next(t for t in self.tutors if t.id == trace.tutor)
-                item = next(i for i in items if i.id == trace.item)
-                self._keep_trace(tutor, item, trace.level, trace)
-                traces[path.name] = trace
-        order = [folder / trace_name(t.id, i.id, lv) for t in self.tutors for i in items for lv in levels]
-        return [traces[p.name] for p in order]
+            on_trace: Callable[[Trace], None] | None = None, *, progress: bool = False) -> list[Trace]:
+        """Every (tutor, item, level) conversation through the kit's :class:`~simhub.tutoring.runner.Runner`:
+        finished traces in the folder are read, not rerun."""
+        self.items, self.levels = list(items), list(levels)
+        self.runner = Runner(self, batch=self.options.batch, on_trace=on_trace, progress=progress,
+                             unit="conversations")
+        return self.runner.run()
 
-    @functools.cached_property
-    def _settings_key(self) -> str:
-        """The run's settings and rules, hashed once (part of every whole-trace key)."""
-        return fingerprint(["trace", rules_digest(), self.settings()])
+    # ---------------------------------------------------------------- the runner's episode interface
 
-    def _trace_key(self, tutor: BenchTutor, item: Item, level: str) -> str:
-        return fingerprint([self._settings_key, tutor.describe(), _graph_key(item.graph), item.id, item.question,
-                            level])
+    def episodes(self) -> list[Episode]:
+        return [Episode(tutor, (item, level), trace_name(tutor.id, item.id, level),
+                        [_graph_key(item.graph), item.id, item.question, level])
+                for tutor in self.tutors for item in self.items for level in self.levels]
 
-    def _cached_trace(self, tutor: BenchTutor, item: Item, level: str) -> Trace | None:
-        """The trace of this conversation from an identical earlier run, if the cache has it."""
-        if self.cache is None:
-            return None
-        hit = self.cache.get(self._trace_key(tutor, item, level))
-        if hit is None:
-            return None
-        try:
-            trace = msgspec.convert(hit, Trace)
-        except msgspec.ValidationError:  # written by another layout: replay instead
-            return None
-        self.cache_hits += 1
-        return trace
+    def read_trace(self, path: Path) -> Trace:
+        return read_trace(path)
 
-    def _keep_trace(self, tutor: BenchTutor, item: Item, level: str, trace: Trace) -> None:
-        """Cache a finished trace whole, unless it failed or a judge or rater failed on it (those are
-        asked again by a later run)."""
-        if self.cache is None or trace.failed is not None or self._asks_again(trace):
-            return
-        self.cache.put(self._trace_key(tutor, item, level), msgspec.to_builtins(trace))
+    def write_trace(self, path: Path, trace: Trace) -> None:
+        write_trace(path, trace)
 
-    def _asks_again(self, trace: Trace) -> bool:
+    def finished(self, trace: Trace) -> bool:
+        return trace.failed is None  # failed conversations are tried again (their good calls are cached)
+
+    def cacheable(self, trace: Trace) -> bool:
+        return trace.failed is None
+
+    def again(self, trace: Trace) -> bool:
         """Whether a finished trace's termination judge or IQ rater failed last time (it is asked again)."""
         return ((self.termination_judge is not None and (trace.judged_stop_flag or "").startswith(JUDGE_FAILED))
                 or (self.rater is not None and (trace.iq_flag or "").startswith(RATER_FAILED)))
+
+    def failures(self, trace: Trace) -> list[str]:
+        return [] if trace.failed is None else [trace.failed]
+
+    def run_batch(self, batch: list[tuple[Episode, Trace | None]], save: Callable[[Episode, Trace], None]
+                  ) -> list[Trace]:
+        convs = []
+        for ep, _ in batch:
+            item, level = ep.unit
+            start = self.starts.get((item.id, level)) or initial_state(item.graph, level)
+            convs.append(_Conv(ep.tutor, item, level, start, start))
+        chunk = self._run_chunk(convs)
+        return self._rate(self._judge([self._trace(conv) for conv in chunk]))
+
+    def revisit(self, batch: list[tuple[Episode, Trace]]) -> list[Trace]:
+        return self._rate(self._judge([t for _, t in batch], only_failed=True))
 
     def _judge(self, traces: list[Trace], *, only_failed: bool = False) -> list[Trace]:
         """The chunk's traces with their judged end turn, in one batched judge call (``only_failed``:
@@ -361,21 +311,10 @@ class Bench:
 
     def _cached(self, side: str, keys: list[str | None], compute: Callable[[list[int]], list[Any]],
                 ok: Callable[[Any], bool], encode: Callable[[Any], Any], decode: Callable[[Any], Any]) -> list[Any]:
-        """Answers from the cache where there, else from ``compute`` (given the missing positions)."""
-        out: list[Any] = [None] * len(keys)
-        if self.cache is not None:
-            for i, key in enumerate(keys):
-                hit = self.cache.get(key) if key else None
-                if hit is not None:
-                    out[i] = decode(hit)
-                    self.cache_hits += 1
-        todo = [i for i, v in enumerate(out) if v is None]
-        if todo:
-            self.calls[side] += len(todo)
-            for i, value in zip(todo, compute(todo), strict=True):
-                out[i] = value
-                if self.cache is not None and keys[i] and ok(value):
-                    self.cache.put(keys[i], encode(value))
+        """Answers from the cache where there, else from ``compute`` (the kit's per-call cache)."""
+        out, hits, asked = cached_answers(self.cache, keys, compute, ok=ok, encode=encode, decode=decode)
+        self.cache_hits += hits
+        self.calls[side] += asked
         return out
 
     # -------------------------------------------------------------------------------- steps
@@ -403,14 +342,14 @@ class Bench:
             c.pending = a
             c.history.append(("learner", a.message))
 
-    def _tutor_step(self, tutor: BenchTutor, convs: list[_Conv], turn: int) -> None:
+    def _tutor_step(self, tutor: Tutor, convs: list[_Conv], turn: int) -> None:
         sampling = Sampling(temperature=self.options.temperature, max_tokens=self.options.max_tokens,
                             seed=_seed(self.options.seed, tutor.id, turn, "tutor"))
-        requests = [BenchRequest(c.dialogue(), c.item.graph, c.state) for c in convs]
+        requests = [BenchRequest(c.dialogue(), graph=c.item.graph, state=c.state) for c in convs]
         me = tutor.describe()
         keys = [fingerprint(["tutor", me, [(t.role, t.content) for t in r.dialogue.turns], r.dialogue.question.text,
                              r.state.states if tutor.reads_state else None,
-                             _graph_key(r.graph) if tutor.reads_state else None, dataclasses.asdict(sampling)])
+                             _graph_key(r.graph) if tutor.reads_state else None, dataclasses.asdict(sampling)])  # type: ignore[arg-type]
                 for r in requests]
 
         def compute(todo: list[int]) -> list[TutorTurn]:

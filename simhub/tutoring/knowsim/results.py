@@ -42,27 +42,36 @@ from simhub.learners.state import LEVELS
 from simhub.learners.termination import stop_decision
 from simhub.learners.update import update
 from simhub.schema import atomic_write_bytes
-from simhub.stats import cluster_mean_ci, holm, paired_compare
-from simhub.tutoring.trace import Trace, read_document
+from simhub.stats import holm, paired_compare
+from simhub.tutoring.estimates import Estimate, cluster_estimate, format_estimate, rank_values
+from simhub.tutoring.family import BenchOutput
+from simhub.tutoring.knowsim.trace import Trace, read_document
 
 RESULTS_KIND = "simhub-tutor-bench-results"
 RESULTS_VERSION = 3
 #: The versions :func:`read_results` reads (1 has no IQ and no flagged-rating counts, 2 no flagged-stop counts).
 RESULTS_READS = (1, 2, 3)
 RESULTS_FILE = "results.json"
-#: The metrics reported, and whether higher is better.
-METRICS: dict[str, bool] = {"kg": True, "nkg": True, "dc": True, "co": False}
-RANKED = ("kg", "dc", "co")
-#: Interaction quality, reported and ranked (higher is better) only when a trace holds a score.
+#: What the bench reports per tutor, declared once: the results, the ranks, the console table and the
+#: report read these (IQ only when a trace holds a score).
+OUTPUTS = (
+    BenchOutput("kg", "KG", ranked=True, digits=1, description="knowledge gain: ordinal steps the IUs rose over the conversation"),
+    BenchOutput("nkg", "normalised KG", digits=3, description="KG over the headroom (the steps left to knowing every IU well)"),
+    BenchOutput("dc", "DC", ranked=True, digits=3, description="delivery calibration: F1 of absorbed over explained and over teachable IUs"),
+    BenchOutput("co", "CO", higher_is_better=False, ranked=True, digits=3,
+                description="cognitive overload: the mean over turns of min(1, load / capacity)"),
+    BenchOutput("iq", "IQ", ranked=True, digits=1, description="interaction quality, 1-10 from an LLM rater"),
+)
+#: Interaction quality, reported and ranked only when a trace holds a score.
 IQ = "iq"
 #: Every metric a results document can hold, and whether higher is better.
-ALL_METRICS: dict[str, bool] = {**METRICS, IQ: True}
-
-
-class Estimate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    mean: float | None
-    ci95: tuple[float, float] | None
-    n: int
+ALL_METRICS: dict[str, bool] = {o.name: o.higher_is_better for o in OUTPUTS}
+#: The metrics reported without IQ, and whether higher is better.
+METRICS: dict[str, bool] = {o.name: o.higher_is_better for o in OUTPUTS if o.name != IQ}
+#: The metrics R̄ is the mean rank over (without IQ).
+RANKED = tuple(o.name for o in OUTPUTS if o.ranked and o.name != IQ)
+#: The outputs by name.
+OUTPUT = {o.name: o for o in OUTPUTS}
 
 
 class LevelResult(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -159,16 +168,6 @@ def _score(t: Trace, name: str) -> float | None:
     return _value(t.metrics, name)  # type: ignore[arg-type]
 
 
-def cluster_estimate(values: Sequence[float], clusters: Sequence[str], n_resamples: int, seed: int) -> Estimate:
-    """The mean with a cluster-bootstrap 95% interval (no interval with fewer than two clusters)."""
-    if not values:
-        return Estimate(mean=None, ci95=None, n=0)
-    if len(set(clusters)) < 2:  # one item: a mean, but nothing to resample
-        return Estimate(mean=float(np.mean(values)), ci95=None, n=len(values))
-    r = cluster_mean_ci(values, clusters, n_resamples=n_resamples, seed=seed)
-    return Estimate(mean=r.mean, ci95=r.ci, n=r.n)
-
-
 def _marginal(values: list[float], clusters: list[str], levels: list[str], n_resamples: int, seed: int) -> Estimate:
     """The mean of the level means, with an item-bootstrap percentile interval.
 
@@ -204,21 +203,6 @@ def _marginal(values: list[float], clusters: list[str], levels: list[str], n_res
     s = s[np.isfinite(s)]
     ci = (float(np.percentile(s, 2.5)), float(np.percentile(s, 97.5))) if len(s) else None
     return Estimate(mean=mean, ci95=ci, n=len(values))
-
-
-def _ranks(means: dict[str, float | None], higher_better: bool) -> dict[str, float]:
-    present = {k: v for k, v in means.items() if v is not None}
-    ordered = sorted(present, key=lambda k: -present[k] if higher_better else present[k])
-    out: dict[str, float] = {}
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and present[ordered[j + 1]] == present[ordered[i]]:
-            j += 1
-        for k in ordered[i:j + 1]:
-            out[k] = (i + j) / 2 + 1
-        i = j + 1
-    return out
 
 
 def summarize(traces: Sequence[Trace], *, preset: str, settings: dict[str, Any] | None = None,
@@ -278,7 +262,7 @@ def summarize(traces: Sequence[Trace], *, preset: str, settings: dict[str, Any] 
                                      marginal=marginal, ranks={}, mean_rank=None, flagged_ratings=flagged(mine),
                                      flagged_stops=flagged_stops(mine)))
     for m in ranked:
-        ranks = _ranks({r.tutor: r.marginal[m].mean for r in per_tutor}, metrics[m])
+        ranks = rank_values({r.tutor: r.marginal[m].mean for r in per_tutor}, metrics[m])
         for r in per_tutor:
             if r.tutor in ranks:
                 r.ranks[m] = ranks[r.tutor]
@@ -413,30 +397,23 @@ def read_results(path: str | os.PathLike[str]) -> BenchResults:
 # -------------------------------------------------------------------------------------------- console
 
 
-def _fmt(e: Estimate, digits: int) -> str:
-    if e.mean is None:
-        return "-"
-    ci = f" [{e.ci95[0]:.{digits}f}, {e.ci95[1]:.{digits}f}]" if e.ci95 else ""
-    return f"{e.mean:.{digits}f}{ci}"
-
-
 def format_results(results: BenchResults) -> str:
     width = max([len(r.tutor) for r in results.tutors] + [5])
     has_iq = IQ in results.metric_names()
     ranked = results.ranked()
-    shown = [("kg", 1), ("dc", 3), ("co", 3), *([(IQ, 1)] if has_iq else [])]
-    head = f"{'tutor':<{width}}  {'level':<12}{'n':>4}{'fail':>5}  " + "".join(f"{m.upper():<22}" for m, _ in shown)
+    shown = [(m, OUTPUT[m].digits) for m in (*RANKED, *([IQ] if has_iq else []))]
+    head = f"{'tutor':<{width}}  {'level':<12}{'n':>4}{'fail':>5}  " + "".join(f"{OUTPUT[m].label:<22}" for m, _ in shown)
     lines = [head, "-" * len(head)]
 
     def cells(estimates: dict[str, Estimate]) -> str:
-        return "".join(f"{_fmt(estimates[m], d) if m in estimates else '-':<22}" for m, d in shown)
+        return "".join(f"{format_estimate(estimates.get(m), d):<22}" for m, d in shown)
 
     for r in results.tutors:
         for level, lr in r.levels.items():
             lines.append(f"{r.tutor:<{width}}  {level:<12}{lr.conversations:>4}{lr.failed:>5}  {cells(lr.metrics)}")
         lines.append(f"{r.tutor:<{width}}  {'(marginal)':<12}{r.conversations:>4}{r.failed:>5}  {cells(r.marginal)}")
     lines.append("")
-    lines.append(f"{'tutor':<{width}}  rank {'  '.join(m.upper() for m in ranked)}   mean rank")
+    lines.append(f"{'tutor':<{width}}  rank {'  '.join(OUTPUT[m].label for m in ranked)}   mean rank")
     for r in sorted(results.tutors, key=lambda r: (r.mean_rank is None, r.mean_rank or 0)):
         rk = "  ".join(f"{r.ranks.get(m, float('nan')):.1f}" for m in ranked)
         lines.append(f"{r.tutor:<{width}}  {rk}   {r.mean_rank:.2f}" if r.mean_rank is not None else f"{r.tutor}  -")

@@ -12,38 +12,18 @@ endpoint (``kind: openai``, asked for JSON) or a local model.
 
 from __future__ import annotations
 
-from simhub.config import Profile, cache_dir
+from simhub.config import Profile
 from simhub.errors import ConfigError, UnknownNameError
-from simhub.learners.chat import ChatModel, EndpointChat, LocalChat
+from simhub.learners.chat import chat_model
 from simhub.learners.extract import Extractor, LLMExtractor, OfflineExtractor
 from simhub.learners.roleplay import BASELINE_STYLES, Learner, RolePlayLearner, ScriptedLearner, StatelessLearner
 from simhub.models import LoadOptions
-from simhub.tutoring.iq import IQRater
-from simhub.tutoring.termination_judge import TerminationJudge
+from simhub.tutoring.knowsim.iq import IQRater
+from simhub.tutoring.knowsim.termination import TerminationJudge
 
 LEARNERS = ("knowsim", "knowsim:MODEL", "zs:MODEL", "zs-cot:MODEL", "zs-cot-prof:MODEL")
 EXTRACTORS = ("offline", "offline:lexical", "MODEL")
 OFFLINE = ("offline", "offline:lexical")
-
-
-def model_names(profile: Profile | None) -> list[str]:
-    if profile is None:
-        return []
-    return list(dict.fromkeys([*profile.simulators, *profile.tutors]))
-
-
-def chat_model(name: str, profile: Profile | None, options: LoadOptions | None = None, *, field: str) -> ChatModel:
-    """The chat model of a profile entry named ``name`` (simulators first, then tutors)."""
-    if profile is not None:
-        for section, entries in (("simulators", profile.simulators), ("tutors", profile.tutors)):
-            config = entries.get(name)
-            if config is None:
-                continue
-            if config.kind == "openai":
-                return EndpointChat(config.endpoint, config.model, kind="simulator" if section == "simulators" else "tutor",
-                                    field=f"{section}.{name}.endpoint", default_cache=cache_dir("tutor-bench-endpoint"))
-            return LocalChat(config.ref(), options, name=name)
-    raise UnknownNameError("model", name, model_names(profile), field=field)
 
 
 def needed_models(learner: str, extractor: str, iq_rater: str | None = None,
@@ -106,30 +86,3 @@ def build_termination_judge(name: str, profile: Profile | None, options: LoadOpt
     """The termination judge of ``--termination-judge``: a profile model that sets a stateless learner's
     end turn after the fact (see :func:`check_judged_learner`)."""
     return TerminationJudge(chat_model(name, profile, options, field="termination_judge"), name=name)
-
-
-def knowsim_level(name: str) -> str:
-    """The knowledge level of ``knowsim`` (novice) or ``knowsim:LEVEL``; an unknown level is an
-    UnknownNameError that lists the levels (checked before any graph or model is touched)."""
-    from simhub.learners.state import LEVELS
-
-    level = name.partition(":")[2] or "novice"
-    if level not in LEVELS:
-        raise UnknownNameError("knowsim level", level, LEVELS, field="simulator")
-    return level
-
-
-def knowsim_simulator(name: str, profile: Profile | None = None, options: LoadOptions | None = None):
-    """``knowsim`` or ``knowsim:LEVEL`` as a simulated student (``simhub simulate``, ``eval``, ``rollout``,
-    ``eval-dialogues``): the knowledge-state learner on the shipped graphs, voiced by the scripted
-    stand-in, its state replayed by the offline extractor under the paper preset. None for any other name."""
-    if name != "knowsim" and not name.startswith("knowsim:"):
-        return None
-    from simhub.learners.graph import shipped_graphs, validate_graph
-    from simhub.learners.presets import resolve_preset
-    from simhub.tutoring.simulator import KnowledgeStateSimulator
-
-    level = knowsim_level(name)
-    graphs = {k: validate_graph(g, name=k) for k, g in shipped_graphs().items()}
-    return KnowledgeStateSimulator(ScriptedLearner(), build_extractor("offline", profile, options), graphs,
-                                   resolve_preset("paper"), level=level, name=name)

@@ -1,0 +1,298 @@
+"""Learner families: the bench interface, its registry, the outputs each declares, and the one grammar
+of learner names.
+
+A *learner family* is a kind of learner a tutor is put in front of, with what it takes to run one
+bench of it: KnowSim's knowledge-state learner (``knowsim``, with its stateless baselines) and
+EduClaw-Bench's KT-grounded learner with an LMS (``kt-learner``). Each is a :class:`LearnerFamily`
+registered in :data:`FAMILIES` (a :class:`~simhub.registry.LazyRegistry`, like the metrics; plugins add
+theirs through the ``simhub.learner_families`` entry-point group). A family
+
+* accepts some learner names (:attr:`LearnerFamily.forms`: ``knowsim``, ``knowsim:MODEL``,
+  ``zs:MODEL``...), parsed in one place (:func:`parse_learner`);
+* adds its own options to ``simhub tutor-bench`` (one argument group; a flag of another family is
+  refused, naming that family);
+* runs a bench through the kit's runner (:mod:`simhub.tutoring.runner`), rescores a folder, and
+  renders its folders in ``simhub report`` (found by the ``kind`` of their ``results.json``);
+* declares its outputs (:class:`BenchOutput`: name, label, better direction, ranked or not, digits,
+  scale), which its results tables, ranks, report and ``stability`` read.
+
+``docs/architecture.md`` ("Where to add things") shows a new family end to end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from os import PathLike
+from pathlib import Path
+from typing import Any, ClassVar
+
+from simhub.errors import UnknownNameError
+from simhub.registry import LazyRegistry
+from simhub.tutoring.report import leaderboard_section, read_kit_results, results_kind
+
+__all__ = [
+    "FAMILIES",
+    "AxisStability",
+    "BenchContext",
+    "BenchOutput",
+    "LearnerFamily",
+    "LearnerName",
+    "Stability",
+    "families",
+    "family",
+    "family_of_folder",
+    "learner_forms",
+    "parse_learner",
+    "ranking_stability",
+    "results_kind",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchOutput:
+    """One measure a family reports per tutor, declared once (like a metric's card)."""
+
+    name: str
+    label: str
+    higher_is_better: bool = True
+    #: Part of the family's ranking (KnowSim's mean rank R̄; the KT learner's ranking is on ΔSolve).
+    ranked: bool = False
+    #: Decimal places shown, of the value times ``scale`` (ΔSolve is shown in percentage points).
+    digits: int = 2
+    scale: float = 1.0
+    unit: str = ""
+    description: str = ""
+
+    @property
+    def arrow(self) -> str:
+        return "↑" if self.higher_is_better else "↓"
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchContext:
+    """What the command line lends a family's run (it sits above the kit): provisioning the profile's
+    models a run needs, the output check, and the exit status when everything failed."""
+
+    #: ``provision(simulators=[...], tutors=[...], loaded=profile)``: the profile narrowed to those
+    #: models, built (:func:`simhub.cli.common.profile_for`).
+    provision: Callable[..., Any]
+    #: ``check_output(path)``: refuse an output folder that cannot be written, before anything runs.
+    check_output: Callable[[str], None]
+    #: ``all_failed(what, total, causes)``: say every one failed, with the causes; the exit status.
+    all_failed: Callable[[str, int, Sequence[str]], int]
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnerName:
+    """A parsed ``--learner``: its family, the head (``knowsim``, ``zs``...) and the model after ``:``."""
+
+    text: str
+    family: str
+    head: str
+    model: str | None
+
+
+class LearnerFamily(ABC):
+    """A learner family (see the module docstring). Subclasses set the class attributes and implement
+    :meth:`run` and :meth:`rescore`; :meth:`report_section` and :meth:`owns` have defaults."""
+
+    #: The registry name.
+    name: ClassVar[str]
+    #: Heading of its report section.
+    title: ClassVar[str]
+    #: The learner names it accepts (``MODEL`` marks a profile model after the colon).
+    forms: ClassVar[tuple[str, ...]]
+    #: The ``kind`` of its ``results.json`` (how ``simhub report`` finds its folders).
+    results_kind: ClassVar[str]
+    #: What it reports per tutor, in order.
+    outputs: ClassVar[tuple[BenchOutput, ...]]
+    #: Its page under ``docs/``.
+    docs: ClassVar[str] = "docs/tutor-bench.md"
+    #: Its tutors, for ``--tutor``'s help.
+    tutors_help: ClassVar[str] = ""
+    #: What its tutors must do: ``text`` (write turns) or ``tools`` (act on an environment).
+    capability: ClassVar[str] = "text"
+    #: Its scripted tutors, by name (a ``module:Class`` string or the class).
+    scripted: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def heads(cls) -> list[str]:
+        return list(dict.fromkeys(f.partition(":")[0] for f in cls.forms))
+
+    @classmethod
+    def output(cls, name: str) -> BenchOutput:
+        for o in cls.outputs:
+            if o.name == name:
+                return o
+        raise KeyError(name)
+
+    @classmethod
+    def ranked(cls) -> list[str]:
+        return [o.name for o in cls.outputs if o.ranked]
+
+    def build_tutor(self, name: str, profile: Any = None, *, options: Any = None, no_cache: bool = False) -> Any:
+        """The tutor ``name`` for this family's bench: one of its scripted tutors, or a profile tutor with
+        the capability it needs (:func:`simhub.tutoring.tutors.build_bench_tutor`)."""
+        from simhub.tutoring.tutors import build_bench_tutor
+
+        return build_bench_tutor(name, profile, scripted=self.scripted, capability=self.capability, options=options,
+                                 no_cache=no_cache)
+
+    def add_arguments(self, group: argparse._ArgumentGroup) -> None:  # noqa: B027 (no options is fine)
+        """Add this family's options to ``simhub tutor-bench`` (its own group)."""
+
+    @abstractmethod
+    def run(self, args: argparse.Namespace, learner: LearnerName, ctx: BenchContext) -> int:
+        """``simhub tutor-bench --learner ... --output DIR``: run the bench, write its results, print them."""
+
+    @abstractmethod
+    def rescore(self, args: argparse.Namespace, ctx: BenchContext) -> int:
+        """``simhub tutor-bench --rescore --output DIR``: the results again from the folder's traces."""
+
+    def owns(self, folder: str | PathLike[str]) -> bool:
+        """Whether ``folder`` is a run folder of this family (its ``results.json`` kind says so)."""
+        return results_kind(folder) == self.results_kind
+
+    def report_section(self, folders: Sequence[str]) -> tuple[str, str, str]:
+        """The ``simhub report`` section of this family's run folders: (id, heading, HTML). The default is
+        the kit's leaderboard of the declared outputs (:func:`simhub.tutoring.report.leaderboard_section`)."""
+        return leaderboard_section(self, folders)
+
+    def report_title(self, folders: Sequence[str]) -> str | None:
+        """The report's title when only this family's folders are on it (None: the default title)."""
+        return None
+
+    def rankings(self, folder: str) -> dict[str, dict[str, float | None]]:
+        """Per ranked output, each tutor's value in the folder's results (for ``stability``)."""
+        r = read_kit_results(Path(folder) / "results.json")
+        return {o: {t: (e[o].mean if o in e else None) for t, e in r.tutors.items()} for o in self.ranked()}
+
+
+#: Every learner family, by name (built-ins as ``module:attribute`` strings, imported on first use).
+FAMILIES: LazyRegistry[type[LearnerFamily]] = LazyRegistry(
+    "learner family",
+    {"knowsim": "simhub.tutoring.knowsim.family:KnowSimFamily",
+     "kt-learner": "simhub.tutoring.lms.family:KTLearnerFamily"},
+    group="simhub.learner_families")
+
+
+def family(name: str) -> LearnerFamily:
+    """The family registered as ``name`` (an instance)."""
+    return FAMILIES.get(name)()
+
+
+def families() -> list[LearnerFamily]:
+    """Every registered family, in registration order."""
+    return [family(n) for n in FAMILIES.names()]
+
+
+def learner_forms() -> list[str]:
+    """Every learner name form of every family (for errors and help)."""
+    return [f for fam in families() for f in fam.forms]
+
+
+def parse_learner(text: str) -> LearnerName:
+    """``--learner``'s value: its family by the name's head (before ``:``); an unknown head is an
+    UnknownNameError listing every family's forms. A form with ``MODEL`` needs one after the colon."""
+    head, colon, model = text.strip().partition(":")
+    for fam in families():
+        if head in fam.heads():
+            takes_model = any(f.startswith(f"{head}:") for f in fam.forms)
+            bare = head in fam.forms
+            if (colon and not takes_model) or (not colon and not bare) or (colon and not model):
+                from simhub.errors import ConfigError
+
+                shown = ", ".join(f for f in fam.forms if f.partition(":")[0] == head)
+                raise ConfigError(f"--learner {text}: the {fam.name} family takes {shown}", field="learner")
+            return LearnerName(text=text.strip(), family=fam.name, head=head, model=model or None)
+    raise UnknownNameError("learner", text, learner_forms(), field="learner")
+
+
+def family_of_folder(folder: str | PathLike[str]) -> LearnerFamily | None:
+    """The family whose run folder ``folder`` is (None: not a tutor-bench folder)."""
+    for fam in families():
+        if fam.owns(folder):
+            return fam
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class AxisStability:
+    """How one output's tutor ranking agrees across run folders: Kendall τ over every pair of folders."""
+
+    axis: str
+    mean_tau: float | None
+    worst_tau: float | None
+    folders: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Stability:
+    tutors: list[str]
+    axes: list[AxisStability]
+
+
+def ranking_stability(folders: Sequence[str]) -> Stability:
+    """``simhub tutor-bench stability RUN_DIR RUN_DIR...``: the tutor ranking's agreement across run folders
+    of one family (the same tutors with other seeds or other role-players), per ranked output that every
+    folder has (:meth:`LearnerFamily.rankings`). A ConfigError when fewer than two folders or two shared
+    tutors, or folders of no family or of two."""
+    import itertools
+
+    from simhub.errors import ConfigError
+    from simhub.learners.kt.metrics import kendall_tau, mean_pairwise_kendall
+
+    if len(folders) < 2:
+        raise ConfigError("stability: name at least two tutor-bench run folders", field="action")
+    owners = {}
+    for d in folders:
+        fam = family_of_folder(d)
+        if fam is None:
+            raise ConfigError(f"stability: {d} is not a tutor-bench run folder (no results.json of a learner family)",
+                              field="action")
+        owners[d] = fam
+    if len({f.name for f in owners.values()}) > 1:
+        raise ConfigError(f"stability: the folders are of different learner families "
+                          f"({', '.join(sorted({f.name for f in owners.values()}))}); compare one family's runs",
+                          field="action")
+    runs = {d: owners[d].rankings(d) for d in folders}
+    shared = set.intersection(*({t for axis in r.values() for t in axis} for r in runs.values()))
+    if len(shared) < 2:
+        raise ConfigError(f"stability: the folders share {len(shared)} tutor(s); a ranking needs two", field="action")
+    axes = []
+    for axis in next(iter(runs.values())):
+        scorings = []
+        for r in runs.values():
+            v = {t: r.get(axis, {}).get(t) for t in sorted(shared)}
+            if all(x is not None for x in v.values()):
+                scorings.append(v)
+        if len(scorings) < 2:
+            continue
+        pairs = [kendall_tau(a, b) for a, b in itertools.combinations(scorings, 2)]
+        defined = [p for p in pairs if p is not None]
+        axes.append(AxisStability(axis, mean_pairwise_kendall(scorings), min(defined) if defined else None,
+                                  len(scorings)))
+    return Stability(sorted(shared), axes)
+
+
+def bench_sections(folders: Sequence[str]) -> tuple[list[tuple[str, str, str]], list[str], str | None]:
+    """The report sections of the tutor-bench folders among ``folders`` (one per family, in registry
+    order), the folders that are not tutor-bench folders, and a title when only one family is there."""
+    by_family: dict[str, list[str]] = {}
+    others = []
+    fams = families()
+    for folder in folders:
+        owner = next((f for f in fams if f.owns(folder)), None)
+        if owner is None:
+            others.append(folder)
+        else:
+            by_family.setdefault(owner.name, []).append(folder)
+    sections = [f.report_section(by_family[f.name]) for f in fams if f.name in by_family]
+    title = None
+    if not others and len(by_family) == 1:
+        (only,) = [f for f in fams if f.name in by_family]
+        title = only.report_title(by_family[only.name])
+    return sections, others, title
