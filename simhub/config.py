@@ -376,6 +376,12 @@ class TutorConfig(_ModelBacked, kw_only=True, forbid_unknown_fields=True, frozen
     """A tutor for dialogue rollouts: a local tutor model or an OpenAI-compatible endpoint."""
 
 
+class ModelConfig(_ModelBacked, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """A named model that a role asking a model for JSON refers to: a tutor bench's extractor, IQ rater,
+    termination judge, role-player or day judge, or graph generation. A local model or an
+    OpenAI-compatible endpoint."""
+
+
 class Limits(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """One set of request limits, the same for HTTP and the command line."""
 
@@ -445,6 +451,10 @@ class Profile(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
     baselines: BaselinesConfig = msgspec.field(default_factory=BaselinesConfig)
     #: Tutors by id, for rollouts and the tutor bench.
     tutors: dict[str, TutorConfig] = msgspec.field(default_factory=dict)
+    #: Named models any role refers to (`--extractor`, `--iq-rater`, `--termination-judge`, `--judge`,
+    #: `--role-player`, `knowsim:MODEL`, graph generation). A name of `simulators:` or `tutors:` still
+    #: works in those roles, with a deprecation message.
+    models: dict[str, ModelConfig] = msgspec.field(default_factory=dict)
     #: The HTTP service's settings.
     serving: ServingConfig = msgspec.field(default_factory=ServingConfig)
     #: Where the profile was read from (a shipped name or a path), and what it extends.

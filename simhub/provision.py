@@ -508,7 +508,7 @@ def dpo_reward_profile(recipe: TrainRecipe) -> Profile:
 
 
 def restrict(profile: Profile, *, metrics: list[str] | None = None, simulators: list[str] | None = None,
-             tutors: list[str] | None = None, baselines: bool = True) -> Profile:
+             tutors: list[str] | None = None, baselines: bool = True, models: list[str] | None = None) -> Profile:
     """``profile`` keeping only the model entries a command needs (so provisioning builds no more).
 
     ``metrics`` are registry names of metric models (``acts``, ``judge``, ``knowledge``, ``cosine``,
@@ -528,4 +528,6 @@ def restrict(profile: Profile, *, metrics: list[str] | None = None, simulators: 
         profile = replace(profile, simulators={k: v for k, v in profile.simulators.items() if k in simulators})
     if tutors is not None:
         profile = replace(profile, tutors={k: v for k, v in profile.tutors.items() if k in tutors})
+    # the named models (``models:``) a command's roles use; a command that names none uses none
+    profile = replace(profile, models={k: v for k, v in profile.models.items() if k in (models or ())})
     return profile

@@ -16,9 +16,11 @@ def add_profile(p: argparse.ArgumentParser, default: str = "demo") -> None:
 
 
 def profile_for(args: argparse.Namespace, *, metrics: list[str] | None = None, simulators: list[str] | None = None,
-                tutors: list[str] | None = None, loaded: Profile | None = None) -> Profile:
-    """The command's profile, with the models it needs (and only those) built. ``loaded``: the
-    profile ``args.profile`` names, when the command has read it already."""
+                tutors: list[str] | None = None, loaded: Profile | None = None, models: list[str] | None = None
+                ) -> Profile:
+    """The command's profile, with the models it needs (and only those) built: its ``metrics``,
+    ``simulators``, ``tutors`` and named ``models``. ``loaded``: the profile ``args.profile`` names,
+    when the command has read it already."""
     from simhub.config import load_profile
     from simhub.provision import provision_profile, restrict
 
@@ -31,7 +33,7 @@ def profile_for(args: argparse.Namespace, *, metrics: list[str] | None = None, s
         for name in simulators:
             if name not in known:
                 raise UnknownNameError("simulator", name, known, field="simulator")
-    return provision_profile(restrict(profile, metrics=metrics, simulators=simulators, tutors=tutors))
+    return provision_profile(restrict(profile, metrics=metrics, simulators=simulators, tutors=tutors, models=models))
 
 
 def metric_list(text: str | None) -> list[str] | None:

@@ -57,7 +57,7 @@ def _graphs(args: argparse.Namespace) -> int:
     from simhub.cli.common import check_output, profile_for
     from simhub.config import load_profile
     from simhub.errors import DataError
-    from simhub.learners.chat import chat_model, model_names
+    from simhub.learners.chat import chat_model, model_names, model_sections
     from simhub.learners.graph import write_graphs
     from simhub.learners.graphgen import build_graphs, existing_graphs, read_items
     from simhub.simulation import load_options
@@ -71,10 +71,9 @@ def _graphs(args: argparse.Namespace) -> int:
     if args.retries < 0:
         raise DataError(f"--retries: {args.retries} must be at least 0", field="retries")
     raw = load_profile(args.profile)
-    chat_model(args.model, raw, field="model")  # an unknown name is refused before anything is built
-    sims = [args.model] if args.model in raw.simulators else []
-    tutors = [args.model] if not sims and args.model in model_names(raw) else []
-    profile = profile_for(args, metrics=[], simulators=sims, tutors=tutors, loaded=raw)  # a local model built once
+    if args.model not in model_names(raw):  # an unknown name is refused before anything is built
+        chat_model(args.model, raw, field="model")
+    profile = profile_for(args, metrics=[], loaded=raw, **model_sections(raw, [args.model]))  # a local model built once
     chat = chat_model(args.model, profile, load_options(profile), field="model")
     existing = existing_graphs(args.output)
     done = [0]
@@ -171,7 +170,7 @@ def register(sub) -> None:
                                     "already in --output are kept (docs/learners.md).")
     p.add_argument("--items", required=True, help="sample (the sample corpus's questions), a dialogue file (a "
                    "QATD-2k split), or a JSONL of items with id, problem and solution (knowsim's paper_subset)")
-    p.add_argument("--model", required=True, help="a simulators: or tutors: entry of the profile")
+    p.add_argument("--model", required=True, help="a models: entry of the profile (a simulators: or tutors: entry still works, with a note)")
     p.add_argument("--output", required=True, help="the graph file to write (JSON); an existing one is extended")
     p.add_argument("--profile", default="demo", help="profile name or YAML path (default: demo)")
     p.add_argument("--n", type=int, help="only the first N items")

@@ -20,8 +20,8 @@ def _context(args: argparse.Namespace) -> BenchContext:
     from simhub.tutoring.family import BenchContext
 
     return BenchContext(
-        provision=lambda *, simulators, tutors, loaded=None: profile_for(args, metrics=[], simulators=simulators,
-                                                                         tutors=tutors, loaded=loaded),
+        provision=lambda *, simulators=(), tutors=(), models=(), loaded=None: profile_for(
+            args, metrics=[], simulators=list(simulators), tutors=list(tutors), models=list(models), loaded=loaded),
         check_output=lambda path: check_output(path, folder=True), all_failed=all_failed)
 
 

@@ -131,20 +131,46 @@ class LocalChat(ChatModel):
 
 
 def model_names(profile: Profile | None) -> list[str]:
+    """The names a role may use: the profile's ``models:``, then (deprecated there) its simulators and tutors."""
     if profile is None:
         return []
-    return list(dict.fromkeys([*profile.simulators, *profile.tutors]))
+    return list(dict.fromkeys([*profile.models, *profile.simulators, *profile.tutors]))
+
+
+#: The (profile, name) pairs whose deprecation note was printed (once each per process).
+_NOTED: set[tuple[str | None, str]] = set()
+
+
+def model_sections(profile: Profile, names: Sequence[str]) -> dict[str, list[str]]:
+    """``names`` split by the profile section that holds each (``models``, ``simulators``, ``tutors``;
+    ``models:`` first), for provisioning only those; a name no section holds is left out (the caller's
+    :func:`chat_model` reports it)."""
+    out: dict[str, list[str]] = {"models": [], "simulators": [], "tutors": []}
+    for name in dict.fromkeys(names):
+        section = next((sec for sec in out if name in getattr(profile, sec)), None)
+        if section is not None:
+            out[section].append(name)
+    return out
 
 
 def chat_model(name: str, profile: Profile | None, options: LoadOptions | None = None, *, field: str) -> ChatModel:
-    """The chat model of a profile entry named ``name`` (simulators first, then tutors)."""
+    """The chat model of the profile entry ``name``: a ``models:`` entry, or (deprecated: say it once
+    per name, on stderr) a ``simulators:`` then ``tutors:`` entry."""
     if profile is not None:
-        for section, entries in (("simulators", profile.simulators), ("tutors", profile.tutors)):
+        for section, entries in (("models", profile.models), ("simulators", profile.simulators),
+                                 ("tutors", profile.tutors)):
             config = entries.get(name)
             if config is None:
                 continue
+            if section != "models" and (profile.source, name) not in _NOTED:
+                import sys
+
+                _NOTED.add((profile.source, name))
+                print(f"simhub: note: --{field.replace('_', '-')} {name} names a {section}: entry; name the models "
+                      f"a role uses under the profile's models: section (a {section}: entry is read there for now)",
+                      file=sys.stderr)
             if config.kind == "openai":
-                return EndpointChat(config.endpoint, config.model, kind="simulator" if section == "simulators" else "tutor",
+                return EndpointChat(config.endpoint, config.model, kind="tutor" if section == "tutors" else "simulator",
                                     field=f"{section}.{name}.endpoint", default_cache=cache_dir("tutor-bench-endpoint"))
             return LocalChat(config.ref(), options, name=name)
     raise UnknownNameError("model", name, model_names(profile), field=field)

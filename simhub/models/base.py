@@ -77,6 +77,9 @@ class Generation:
     tokens: int = 0
     stop_string: str | None = None
     logprobs: list[TokenLogprob] | None = None
+    #: The tools the model called (an endpoint offered ``tools``): each has ``id``, ``name`` and
+    #: ``arguments`` (JSON text), as :class:`simhub.models.openai.results.ToolCall`.
+    tool_calls: tuple[Any, ...] = ()
 
 
 @dataclass

@@ -59,9 +59,11 @@ def json_schema_format(schema: Mapping[str, Any], *, name: str = "answer") -> di
 def chat_request(model: str, messages: Prompt, sampling: Sampling, *, name: str | None = None,
                  reasoning_effort: str | None = None, max_tokens: int | None = None, top_k: bool = False,
                  temperature: bool = True, token_limit: bool = True,
-                 response_format: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 response_format: Mapping[str, Any] | None = None,
+                 tools: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The chat-completions body :class:`EndpointLM` sends for ``messages`` under ``sampling`` (see
-    the module docstring); pure, so a dry run can build it without a client.
+    the module docstring); pure, so a dry run can build it without a client. ``tools`` (OpenAI
+    function specs) are offered to the model; its calls come back as ``Generation.tool_calls``.
 
     ``max_tokens`` replaces the sampling's token limit; ``top_k`` says the endpoint takes a ``top_k``
     field; ``temperature=False`` leaves the temperature to the endpoint and ``token_limit=False`` the
@@ -84,7 +86,7 @@ def chat_request(model: str, messages: Prompt, sampling: Sampling, *, name: str 
         max_tokens=(max_tokens or sampling.max_tokens) if token_limit else None,
         reasoning_effort=reasoning_effort, n=sampling.n, seed=sampling.seed, response_format=response_format,
         logprobs=sampling.logprobs is not None or None, top_logprobs=sampling.logprobs or None,
-        stop=list(sampling.stop) if sampling.stop else None,
+        stop=list(sampling.stop) if sampling.stop else None, tools=tools,
     )
     if sampling.top_k:
         body["top_k"] = sampling.top_k
@@ -120,13 +122,15 @@ class EndpointLM(LanguageModel):
     # ------------------------------------------------------------------ requests
 
     def request(self, messages: Prompt, sampling: Sampling, *, temperature: bool = True, token_limit: bool = True,
-                response_format: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                response_format: Mapping[str, Any] | None = None,
+                tools: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
         """The chat-completions body for ``messages`` under ``sampling`` (:func:`chat_request` with this
         model's settings); ``temperature=False`` leaves the temperature to the endpoint,
-        ``token_limit=False`` the token limit, and ``response_format`` asks for one (JSON mode)."""
+        ``token_limit=False`` the token limit, ``response_format`` asks for one (JSON mode), and
+        ``tools`` offers tools (the calls are :attr:`Generation.tool_calls`)."""
         return chat_request(self.model, messages, sampling, name=self.name, reasoning_effort=self.reasoning_effort,
                             max_tokens=self.max_tokens, top_k=self.accepts_top_k, temperature=temperature,
-                            token_limit=token_limit, response_format=response_format)
+                            token_limit=token_limit, response_format=response_format, tools=tools)
 
     def requests(self, prompts: Sequence[Prompt], sampling: Sampling, *, temperature: bool = True,
                  token_limit: bool = True, response_format: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -177,7 +181,7 @@ class EndpointLM(LanguageModel):
             generations.append(Generation(
                 text=text, finish_reason="stop" if found else (choice.finish_reason or "stop"),
                 tokens=total // count + (1 if i < total % count else 0), stop_string=found,
-                logprobs=list(choice.logprobs) if choice.logprobs else None))
+                logprobs=list(choice.logprobs) if choice.logprobs else None, tool_calls=tuple(choice.tool_calls)))
         return GenerationResult(generations, prompt_tokens=(usage.prompt_tokens if usage else None) or 0)
 
     def close(self) -> None:

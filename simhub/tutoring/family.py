@@ -76,8 +76,8 @@ class BenchContext:
     """What the command line lends a family's run (it sits above the kit): provisioning the profile's
     models a run needs, the output check, and the exit status when everything failed."""
 
-    #: ``provision(simulators=[...], tutors=[...], loaded=profile)``: the profile narrowed to those
-    #: models, built (:func:`simhub.cli.common.profile_for`).
+    #: ``provision(simulators=[...], tutors=[...], models=[...], loaded=profile)``: the profile narrowed to
+    #: those entries, built (:func:`simhub.cli.common.profile_for`).
     provision: Callable[..., Any]
     #: ``check_output(path)``: refuse an output folder that cannot be written, before anything runs.
     check_output: Callable[[str], None]

@@ -9,9 +9,10 @@ write turns, ``tools`` tutors act on an environment). A family says which capabi
 * a ``text`` bench: any ``tutors:`` entry of the profile, as a :class:`ProfileTutor` (it sees the
   dialogue only);
 * a ``tools`` bench: a ``tutors:`` entry with ``kind: openai``, as a :class:`ToolTutor`: the chat
-  model is given the environment's tools as OpenAI tools and acts through them, on simhub's shared
-  endpoint client (:func:`simhub.models.endpoints.client_for`): its key rules, retries, on-disk answer
-  cache and call counts.
+  model is given the environment's tools as OpenAI tools and acts through them, as an
+  :class:`~simhub.models.endpoint_lm.EndpointLM` over simhub's shared endpoint client
+  (:func:`simhub.models.endpoints.endpoint_lm`): its key rules, retries, on-disk answer cache and
+  call counts.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from simhub.models import LoadOptions, Sampling
 from simhub.simulation.tutor import Tutor, TutorRequest, TutorTurn, build_tutor, tutor_names
 
 if TYPE_CHECKING:
-    from simhub.models.openai import OpenAIClient
+    from simhub.models.endpoint_lm import EndpointLM
 
 __all__ = ["ProfileTutor", "ToolTutor", "ToolTutorFailure", "bench_tutor_names", "build_bench_tutor"]
 
@@ -64,15 +65,17 @@ class ToolTutor(Tutor):
     with is sent to the learner (``send_message``). A tool call with bad arguments gets the error back
     as the tool's result and is logged by the environment; the run goes on. Every step is one
     chat-completions request (a seed per day and turn), answered from the client's cache when an
-    identical request was answered before.
+    identical request was answered before. ``lm`` is the endpoint as an
+    :class:`~simhub.models.endpoint_lm.EndpointLM` (requests with ``tools``; the calls come back as
+    ``Generation.tool_calls``).
     """
 
     capabilities = frozenset({"tools"})
 
-    def __init__(self, name: str, client: OpenAIClient, *, temperature: float = 0.0, max_tokens: int = 600,
+    def __init__(self, name: str, lm: EndpointLM, *, temperature: float = 0.0, max_tokens: int = 600,
                  max_steps: int = 8):
-        self.id, self._client = name, client
-        self.model, self.base_url = client.config.model, client.config.base_url
+        self.id, self._lm = name, lm
+        self.model, self.base_url = lm.model, lm.client.config.base_url
         self.temperature, self.max_tokens, self.max_steps = temperature, max_tokens, max_steps
         self._messages: list[dict[str, Any]] = []
 
@@ -85,16 +88,13 @@ class ToolTutor(Tutor):
         self._messages = [{"role": "system", "content": env.tutor_prompt}]
 
     def act(self, env: Any, day: int, turn: int) -> None:
-        from simhub.models.openai import chat_payload
-
         self._messages.append({"role": "user", "content": f"Day {day}, turn {turn} of {env.plan.turns}."})
+        sampling = Sampling(temperature=self.temperature, max_tokens=self.max_tokens, seed=day * 100 + turn)
         for _ in range(self.max_steps):
-            payload = chat_payload(self.model, self._messages, temperature=self.temperature,
-                                   max_tokens=self.max_tokens, seed=day * 100 + turn, tools=env.tools)
-            (outcome,) = self._client.complete([payload])
-            if not outcome.ok:  # the endpoint failed after its retries: the day is marked failed
-                raise ToolTutorFailure(f"tutor: {outcome.cause}")
-            choice = outcome.choices[0]
+            (result,) = self._lm.send([self._lm.request(self._messages, sampling, tools=env.tools)])
+            if result.error is not None:  # the endpoint failed after its retries: the day is marked failed
+                raise ToolTutorFailure(f"tutor: {result.error}")
+            choice = result.generations[0]
             entry: dict[str, Any] = {"role": "assistant", "content": choice.text or ""}
             if choice.tool_calls:
                 entry["tool_calls"] = [{"id": c.id, "type": "function",
@@ -158,7 +158,7 @@ def build_bench_tutor(name: str, profile: Profile | None, *, scripted: Mapping[s
     import msgspec
 
     from simhub.config import cache_dir
-    from simhub.models.endpoints import client_for, missing_key
+    from simhub.models.endpoints import endpoint_lm, missing_key
 
     field = f"tutors.{name}.endpoint"
     settings = config.endpoint
@@ -169,5 +169,5 @@ def build_bench_tutor(name: str, profile: Profile | None, *, scripted: Mapping[s
         raise ConfigError(f"tutors.{name}: {missing}", field=f"tutors.{name}")
     if no_cache:
         settings = msgspec.structs.replace(settings, cache=False)
-    client = client_for(settings, config.model, kind="tutor", default_cache=cache_dir("tutor"), field=field)
-    return ToolTutor(name, client)
+    lm = endpoint_lm(settings, config.model, kind="tutor", default_cache=cache_dir("tutor"), field=field, batch=False)
+    return ToolTutor(name, lm)

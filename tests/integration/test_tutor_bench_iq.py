@@ -246,3 +246,26 @@ def test_agree_checks_the_rater_against_human_iq_ratings(tmp_path, fake_openai, 
     result = json.loads((run / "agreement.json").read_text())
     (contrast,) = [c for c in result["contrasts"] if c["metric"] == "iq"]
     assert contrast["high_signal"] and contrast["agrees"] and contrast["sim_delta"] == 1.0
+
+
+def test_a_role_names_a_model_of_the_models_section_and_a_simulator_entry_still_works_with_a_note(
+        tmp_path, fake_openai, capsys):
+    """Profiles name the models every role uses under ``models:``; a ``simulators:``/``tutors:`` entry is still
+    read in a role, with a deprecation note on stderr, and rates the same."""
+    fake_openai.responder = _rater_answers(_by_tutor)
+    profile = _endpoint_profile(tmp_path, fake_openai.base_url)
+    ep = f"{{base_url: '{fake_openai.base_url}', cache: false, max_retries: 1, concurrency: 4}}"
+    profile.write_text(profile.read_text() + f"models:\n  rater: {{kind: openai, model: extractor-model, endpoint: {ep}}}\n")
+    assert main(_bench(profile, tmp_path / "new", "--iq-rater", "rater", "--no-cache")) == 0
+    assert "simhub: note" not in capsys.readouterr().err
+    assert main(_bench(profile, tmp_path / "old", "--iq-rater", "api-extractor", "--no-cache")) == 0
+    err = capsys.readouterr().err
+    assert "--iq-rater api-extractor names a simulators: entry" in err and "models: section" in err
+
+    def scores(folder):
+        return {f.name: read_trace(f).iq for f in sorted((folder / TRACES).glob("*.json"))}
+
+    assert scores(tmp_path / "new") == scores(tmp_path / "old") and any(scores(tmp_path / "new").values())
+    assert main(_bench(profile, tmp_path / "bad", "--iq-rater", "ratr")) == 2
+    err = capsys.readouterr().err
+    assert "unknown model 'ratr'" in err and "rater" in err  # the models: section's names are offered first

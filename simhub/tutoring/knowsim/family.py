@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from simhub.learners.chat import model_sections
 from simhub.tutoring.family import BenchContext, LearnerFamily, LearnerName
 from simhub.tutoring.knowsim.results import OUTPUTS, RESULTS_KIND
 from simhub.tutoring.knowsim.tutors import SCRIPTED
@@ -38,7 +39,7 @@ class KnowSimFamily(LearnerFamily):
         g.add_argument("--compare-extractor", default="auto", help="a second extractor run on every turn only to "
                        "report its agreement (Cohen's kappa): auto (offline when --extractor is a model, else none), "
                        "none, offline, offline:lexical")
-        g.add_argument("--iq-rater", metavar="MODEL", help="a profile model (simulators: or tutors:) that rates each "
+        g.add_argument("--iq-rater", metavar="MODEL", help="a profile model (models:) that rates each "
                        "finished conversation's interaction quality (IQ, 1-10) once; IQ then joins the results and "
                        "R̄. With --rescore, rates the folder's traces and stores the ratings in them")
         g.add_argument("--termination-judge", metavar="MODEL", help="stateless learners (zs, zs-cot, zs-cot-prof): "
@@ -93,9 +94,9 @@ class KnowSimFamily(LearnerFamily):
 
                 raise UnknownNameError("tutor", name, known, field="tutor")
         models = needed_models(learner.text, args.extractor, args.iq_rater, args.termination_judge)
-        profile_tutors = [t for t in args.tutor if t not in self.scripted] + [m for m in models if m in raw.tutors]
-        sims = [m for m in models if m in raw.simulators]
-        profile = ctx.provision(simulators=sims or [], tutors=profile_tutors, loaded=raw)
+        sections = model_sections(raw, models)
+        profile = ctx.provision(simulators=sections["simulators"], models=sections["models"], loaded=raw,
+                                tutors=[t for t in args.tutor if t not in self.scripted] + sections["tutors"])
         options = load_options(profile)
         bench_learner = build_learner(learner.text, profile, options, max_tokens=args.max_tokens)
         extractor = build_extractor(args.extractor, profile, options)
@@ -215,8 +216,7 @@ def _judge_and_rate(args: argparse.Namespace, ctx: BenchContext, traces: list[Tr
                               f"for the stateless baselines", field="termination_judge")
     raw = load_profile(args.profile)
     names = [m for m in (args.termination_judge, args.iq_rater) if m]
-    profile = ctx.provision(simulators=[m for m in names if m in raw.simulators],
-                            tutors=[m for m in names if m in raw.tutors], loaded=raw)
+    profile = ctx.provision(loaded=raw, **model_sections(raw, names))
     options = load_options(profile)
     cache = None if args.no_cache else ContentCache(cache_root(args.cache_dir), "tutor-bench")
     out = traces

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from simhub.learners.chat import model_names, model_sections
 from simhub.tutoring.family import BenchContext, LearnerFamily, LearnerName
 from simhub.tutoring.lms.results import KT_RESULTS_KIND, OUTPUTS
 from simhub.tutoring.lms.tutors import SCRIPTED
@@ -80,9 +81,8 @@ class KTLearnerFamily(LearnerFamily):
         ctx.check_output(args.output)
         raw = load_profile(args.profile)
         tutors = [self.build_tutor(t, raw, no_cache=args.no_cache) for t in dict.fromkeys(args.tutor)]
-        if args.role_player and args.role_player not in raw.simulators and args.role_player not in raw.tutors:
+        if args.role_player and args.role_player not in model_names(raw):
             from simhub.errors import UnknownNameError
-            from simhub.learners.chat import model_names
 
             # named against the whole profile (the narrowed one below would know no model)
             raise UnknownNameError("model", args.role_player, model_names(raw), field="role_player")
@@ -93,8 +93,7 @@ class KTLearnerFamily(LearnerFamily):
             from simhub.learners.kt.student import LLMRolePlayer
             from simhub.simulation import load_options
 
-            sims = [args.role_player] if args.role_player in raw.simulators else []
-            profile = ctx.provision(simulators=sims, tutors=[] if sims else [args.role_player], loaded=raw)
+            profile = ctx.provision(loaded=raw, **model_sections(raw, [args.role_player]))
             role_player = LLMRolePlayer(chat_model(args.role_player, profile, load_options(profile),
                                                    field="role_player"), name=args.role_player, settings=settings)
         else:
@@ -144,10 +143,9 @@ class KTLearnerFamily(LearnerFamily):
         if len(names) > 3:
             raise ConfigError(f"--judge: at most three judges, got {len(names)}", field="judge")
         for n in names:
-            if n not in raw.simulators and n not in raw.tutors:
+            if n not in model_names(raw):
                 raise UnknownNameError("model", n, model_names(raw), field="judge")
-        profile = ctx.provision(simulators=[n for n in names if n in raw.simulators],
-                                tutors=[n for n in names if n not in raw.simulators], loaded=raw)
+        profile = ctx.provision(loaded=raw, **model_sections(raw, names))
         return [DayJudge(chat_model(n, profile, load_options(profile), field="judge"), n) for n in names]
 
     # -------------------------------------------------------------------------------------- rescore
