@@ -103,6 +103,7 @@ EXTRAS: dict[str, str] = {
     "matplotlib": "report",
     "jinja2": "publish",
     "pyarrow": "parquet",
+    "ray": "ray",
 }
 
 

@@ -15,11 +15,11 @@ from simhub.cli.common import add_profile
 if TYPE_CHECKING:
     from simhub.tutoring.family import BenchContext
 
-def _context(args: argparse.Namespace) -> BenchContext:
+def _context(args: argparse.Namespace, executor=None) -> BenchContext:
     from simhub.cli.common import all_failed, check_output, profile_for
     from simhub.tutoring.family import BenchContext
 
-    return BenchContext(
+    return BenchContext(executor=executor,
         provision=lambda *, simulators=(), tutors=(), models=(), loaded=None: profile_for(
             args, metrics=[], simulators=list(simulators), tutors=list(tutors), models=list(models), loaded=loaded),
         check_output=lambda path: check_output(path, folder=True), all_failed=all_failed)
@@ -76,12 +76,18 @@ def _tutor_bench(args: argparse.Namespace) -> int:
     if args.rescore and args.learner == _DEFAULT_LEARNER:  # a folder says which family it is
         fam = family_of_folder(args.output) or fam
     _refuse_other_families(args, args._defaults, args._owners, fam.name)
-    ctx = _context(args)
     if args.rescore:
-        return fam.rescore(args, ctx)
+        return fam.rescore(args, _context(args))
     if not args.tutor:
         raise ConfigError(f"--tutor: name at least one tutor ({fam.tutors_help})", field="tutor")
-    return fam.run(args, learner, ctx)
+    from simhub.executors import executor_from
+
+    # checked (Ray installed, the cluster answering) before any model is built
+    executor = executor_from(args.executor, address=args.ray_address, actors=args.actors, progress=True)
+    try:
+        return fam.run(args, learner, _context(args, executor))
+    finally:
+        executor.close()
 
 
 _DEFAULT_LEARNER = "knowsim"
@@ -114,6 +120,11 @@ def register(sub) -> None:
     p.add_argument("--batch", type=int, default=16, help="episodes (conversations, runs) advanced together (default 16)")
     p.add_argument("--bootstrap", type=int, default=2000, help="cluster-bootstrap resamples and permutations "
                    "(default 2000)")
+    p.add_argument("--executor", default="local", help="where the batches run: local (this process, the default) "
+                   "or ray (a Ray cluster: --ray-address, else RAY_ADDRESS, else a local instance; "
+                   "docs/guides/scale-out.md)")
+    p.add_argument("--ray-address", metavar="HOST:PORT", help="--executor ray: the cluster's address")
+    p.add_argument("--actors", type=int, help="--executor ray: actors (default: the CPUs)")
     p.add_argument("--cache-dir", help="content-addressed cache (default: $SIMHUB_HOME/cache)")
     p.add_argument("--no-cache", action="store_true", help="read and write no cache (every model call is made)")
     owners: dict[str, str] = {}

@@ -83,6 +83,22 @@ class BenchContext:
     check_output: Callable[[str], None]
     #: ``all_failed(what, total, causes)``: say every one failed, with the causes; the exit status.
     all_failed: Callable[[str, int, Sequence[str]], int]
+    #: Where the runner's batches run (:mod:`simhub.executors`); None: in this process.
+    executor: Any = None
+
+    def report_lost(self, runner: Any, unit: str) -> int | None:
+        """Say on stderr which episodes another executor lost (every try of their batch failed); the exit
+        status when nothing at all was run, else None (the run goes on: they run on the next run)."""
+        lost = runner.lost
+        if not lost:
+            return None
+        import sys
+
+        print(f"simhub: {len(lost)} {unit} lost on the executor (rerun the command to run them): "
+              f"{'; '.join(runner.report.failures[:3])}", file=sys.stderr)
+        if len(lost) == runner.report.episodes:
+            return self.all_failed(unit, len(lost), runner.report.failures)
+        return None
 
 
 @dataclasses.dataclass(frozen=True)

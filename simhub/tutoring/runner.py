@@ -17,7 +17,12 @@ the same way for every family:
   is one batched call per model;
 * failures: a bench records a failed episode (or day) in its trace with the cause; the run goes on,
   and :attr:`RunReport.failures` counts them beside every aggregate;
-* progress: one line per ``every`` finished episodes, with the rate, on stderr when asked.
+* progress: one line per ``every`` finished episodes, with the rate, on stderr when asked;
+* executors (:mod:`simhub.executors`): by default the batches run here, saving a KT run's trace
+  after each day; on a Ray cluster each batch runs on an actor holding its own copy of the bench
+  (models loaded once per actor) and its traces come back whole, for the driver alone to write and
+  cache, so the files are those of a local run. A batch lost on every try is counted and named in
+  :attr:`RunReport.failures`, and its episodes run on the next run.
 
 :func:`cached_answers` is the per-call cache the benches' steps use (model answers by content key).
 """
@@ -40,6 +45,7 @@ import msgspec
 
 from simhub.cache import ContentCache, fingerprint, source_digest
 from simhub.errors import DataError
+from simhub.executors import BatchFailure, Executor, LocalExecutor
 from simhub.runformat import read_document
 from simhub.schema import atomic_write_bytes
 
@@ -233,6 +239,38 @@ class EpisodeBench(ABC, Generic[T]):
         """The causes of what failed in a trace (an episode, or some of its days)."""
         return []
 
+    # ------------------------------------------------------------------- on another executor's worker
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a worker gets: the bench without its runner and callbacks (the driver keeps those)."""
+        state = self.__dict__.copy()
+        for name in ("runner", "_episodes"):
+            state.pop(name, None)
+        if "_on_day" in state:
+            state["_on_day"] = None
+        return state
+
+    def remote_batch(self, batch: list[tuple[int, T | None]]) -> tuple[list[T], dict[str, Any]]:
+        """:meth:`run_batch` on a worker (:mod:`simhub.executors`): the episodes by their index in
+        :meth:`episodes` (the worker's own tutors, not copies), no partial save (the driver writes), and
+        the worker's counts for the driver to add."""
+        episodes = self.__dict__.get("_episodes")
+        if episodes is None:
+            episodes = self.__dict__["_episodes"] = self.episodes()
+        before = (dict(self.calls), self.cache_hits, getattr(self, "days_run", 0))
+        traces = self.run_batch([(episodes[i], old) for i, old in batch], lambda ep, trace: None)
+        counts = {"calls": {k: v - before[0].get(k, 0) for k, v in self.calls.items()},
+                  "cache_hits": self.cache_hits - before[1], "days_run": getattr(self, "days_run", 0) - before[2]}
+        return traces, counts
+
+    def add_counts(self, counts: dict[str, Any]) -> None:
+        """Add a worker's counts (:meth:`remote_batch`) to this bench's."""
+        for k, v in counts["calls"].items():
+            self.calls[k] = self.calls.get(k, 0) + v
+        self.cache_hits += counts["cache_hits"]
+        if hasattr(self, "days_run"):
+            self.days_run += counts["days_run"]  # type: ignore[attr-defined]
+
 
 @dataclasses.dataclass
 class RunReport:
@@ -254,12 +292,17 @@ class Runner(Generic[T]):
     """
 
     def __init__(self, bench: EpisodeBench[T], *, batch: int = 16, on_trace: Callable[[T], None] | None = None,
-                 progress: bool = False, every: int = 25, unit: str = "episodes"):
+                 progress: bool = False, every: int = 25, unit: str = "episodes", executor: Executor | None = None):
         if batch < 1:
             raise DataError(f"--batch: {batch} must be at least 1", field="batch")
         self.bench, self.batch, self.on_trace = bench, batch, on_trace
+        #: Where the batches run (:mod:`simhub.executors`); None or local: in this process, saving
+        #: partial traces as they go. Elsewhere a batch's traces come back whole and the driver writes them.
+        self.executor = executor
         self.progress, self.every, self.unit = progress, max(1, every), unit
         self.report = RunReport()
+        #: Episodes whose batch failed on every try of another executor (left out of the traces returned).
+        self._lost: list[str] = []
         self._started = 0.0
         self._done = 0
         self._total = 0
@@ -333,22 +376,44 @@ class Runner(Generic[T]):
         def save(ep: Episode, trace: T) -> None:
             b.write_trace(folder / ep.name, trace)
 
-        for k in range(0, len(todo), self.batch):
-            chunk = todo[k:k + self.batch]
-            for (ep, _), trace in zip(chunk, b.run_batch(chunk, save), strict=True):
-                save(ep, trace)
-                self._keep(ep, trace)
-                done[ep.name] = trace
-                self.report.run += 1
-                self._finished_one(trace)
+        chunks = [todo[k:k + self.batch] for k in range(0, len(todo), self.batch)]
+        if self.executor is None or isinstance(self.executor, LocalExecutor):
+            for chunk in chunks:
+                self._finish_chunk(chunk, b.run_batch(chunk, save), done, save)
+        else:
+            index = {ep.name: i for i, ep in enumerate(episodes)}
+            batches = [[(index[ep.name], old) for ep, old in chunk] for chunk in chunks]
+            for i, outcome in self.executor.map(b, "remote_batch", batches):
+                if isinstance(outcome, BatchFailure):  # counted, named; its episodes run again next time
+                    self.report.failures.extend(f"{ep.name}: {outcome.cause}" for ep, _ in chunks[i])
+                    self._lost.extend(ep.name for ep, _ in chunks[i])
+                    continue
+                traces, counts = outcome
+                b.add_counts(counts)
+                self._finish_chunk(chunks[i], traces, done, save)
         for k in range(0, len(again), self.batch):
             chunk = again[k:k + self.batch]
             for (ep, _), trace in zip(chunk, b.revisit(chunk), strict=True):
                 save(ep, trace)
                 self._keep(ep, trace)
                 done[ep.name] = trace
-        out = [done[ep.name] for ep in episodes]
-        b.finish(list(zip(episodes, out, strict=True)), save)
-        self.report.failures = [cause for trace in out for cause in b.failures(trace)]
+        kept = [ep for ep in episodes if ep.name in done]
+        out = [done[ep.name] for ep in kept]
+        b.finish(list(zip(kept, out, strict=True)), save)
+        self.report.failures += [cause for trace in out for cause in b.failures(trace)]
         self.report.seconds = time.perf_counter() - self._started
         return out
+
+    @property
+    def lost(self) -> list[str]:
+        """The episodes whose batch failed on every try of another executor (no trace; they run next time)."""
+        return list(self._lost)
+
+    def _finish_chunk(self, chunk: list[tuple[Episode, T | None]], traces: list[T], done: dict[str, T],
+                      save: Callable[[Episode, T], None]) -> None:
+        for (ep, _), trace in zip(chunk, traces, strict=True):
+            save(ep, trace)
+            self._keep(ep, trace)
+            done[ep.name] = trace
+            self.report.run += 1
+            self._finished_one(trace)

@@ -11,9 +11,11 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -107,10 +109,28 @@ def test_the_home_page_and_its_links(page, served):
 def test_the_search_finds_rouge_l(page, served):
     page.goto(f"{served}/index.html")
     page.locator("label.md-search__icon, .md-search__input").first.click()
+    console: list[str] = []
+    page.on("console", lambda msg: console.append(f"{msg.type}: {msg.text}"))
     box = page.locator("input.md-search__input")
-    box.fill("ROUGE-L")
     results = page.locator(".md-search-result__item")
-    results.first.wait_for(timeout=20_000)
+    meta = page.locator(".md-search-result__meta")
+    # The search index is built by a web worker after the page loads (slowly on a busy machine); until
+    # then the result list says "Initializing search". Wait for it, then type the query as a user does
+    # (the search reads key events: a programmatic fill is seen only if it lands before the index is
+    # ready), again until results come.
+    deadline = time.monotonic() + 180
+    while "Initializing" in (meta.first.text_content() or "") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    while True:
+        box.fill("")
+        box.press_sequentially("ROUGE-L", delay=20)
+        try:
+            results.first.wait_for(timeout=5_000)
+            break
+        except PlaywrightTimeout:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no search result; the list says {meta.first.text_content()!r}; page errors "
+                                     f"{page.errors}; console {console[-10:]}") from None
     texts = " ".join(results.all_inner_texts())
     assert "ROUGE-L" in texts or "rouge_l" in texts, texts[:500]
     assert not page.errors, page.errors

@@ -215,12 +215,14 @@ class Bench(EpisodeBench[Trace]):
     # --------------------------------------------------------------------------------------- run
 
     def run(self, items: Sequence[Item], levels: Sequence[str],
-            on_trace: Callable[[Trace], None] | None = None, *, progress: bool = False) -> list[Trace]:
-        """Every (tutor, item, level) conversation through the kit's :class:`~simhub.tutoring.runner.Runner`:
-        finished traces in the folder are read, not rerun."""
+            on_trace: Callable[[Trace], None] | None = None, *, progress: bool = False,
+            executor: Any = None) -> list[Trace]:
+        """Every (tutor, item, level) conversation through the kit's :class:`~simhub.tutoring.runner.Runner`
+        (on ``executor``, :mod:`simhub.executors`; default here): finished traces in the folder are
+        read, not rerun."""
         self.items, self.levels = list(items), list(levels)
         self.runner = Runner(self, batch=self.options.batch, on_trace=on_trace, progress=progress,
-                             unit="conversations")
+                             unit="conversations", executor=executor)
         return self.runner.run()
 
     # ---------------------------------------------------------------- the runner's episode interface

@@ -120,7 +120,9 @@ class KnowSimFamily(LearnerFamily):
                             "tutors": list(dict.fromkeys(args.tutor)), "learner_name": learner.text,
                             "extractor_name": args.extractor}, shadow=shadow, rater=rater, termination_judge=judge,
                       starts=starts, starts_info=starts_info)
-        traces = bench.run(items, levels, progress=True)
+        traces = bench.run(items, levels, progress=True, executor=ctx.executor)
+        if (code := ctx.report_lost(bench.runner, "conversations")) is not None:
+            return code
         results = summarize(traces, preset=args.preset, settings=bench.settings(), n_resamples=args.bootstrap,
                             seed=args.seed, tutor_order=[t.id for t in tutors])
         path = write_results(results, args.output)

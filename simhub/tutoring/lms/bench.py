@@ -124,11 +124,14 @@ class KTBench(EpisodeBench[KTRunTrace]):
         return f"{_safe(tutor.id)}__{_safe(plan.run)}.json"
 
     def run(self, on_day: Callable[[KTRunTrace, DayRecord], None] | None = None,
-            on_run: Callable[[KTRunTrace], None] | None = None, *, progress: bool = False) -> list[KTRunTrace]:
-        """Every (run plan, tutor) run through the kit's :class:`~simhub.tutoring.runner.Runner`."""
+            on_run: Callable[[KTRunTrace], None] | None = None, *, progress: bool = False,
+            executor: Any = None) -> list[KTRunTrace]:
+        """Every (run plan, tutor) run through the kit's :class:`~simhub.tutoring.runner.Runner` (on
+        ``executor``, :mod:`simhub.executors`; there ``on_day`` is not called and a run's trace is
+        written when the run ends)."""
         self._on_day = on_day
         self.runner = Runner(self, batch=self.options.batch, on_trace=on_run, progress=progress, every=10,
-                             unit="runs")
+                             unit="runs", executor=executor)
         return self.runner.run()
 
     # ---------------------------------------------------------------- the runner's episode interface

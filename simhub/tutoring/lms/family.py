@@ -110,7 +110,9 @@ class KTLearnerFamily(LearnerFamily):
                         info={"profile": raw.source or raw.name, "scenarios": args.scenarios or "core",
                               "days": args.days, "abilities": abilities, "repeats": repeats,
                               "tutors": [t.id for t in tutors]})
-        traces = bench.run(progress=True)
+        traces = bench.run(progress=True, executor=ctx.executor)
+        if (code := ctx.report_lost(bench.runner, "runs")) is not None:
+            return code
         if judges:
             print(f"judges: {bench.judge_calls} session days judged (answered from the cache: {bench.judge_hits})",
                   file=sys.stderr)

@@ -1,0 +1,118 @@
+"""Benchmark the Ray executor against the local one on the same cores (``--executor ray`` of
+``simhub tutor-bench``).
+
+* **Overhead**: the offline KnowSim bench (``scripted:stepwise`` and ``scripted:dump``, the scripted
+  learner, the MiniLM extractor of the demo, no cache) on N sample items at three levels, ``local``
+  and ``ray`` with two actors on a local Ray instance of two CPUs (each actor loads MiniLM once),
+  each run ``--repeats`` times into fresh folders (the fastest reported, every one listed); the
+  ratio ray/local against the first local run of the process (which loads MiniLM, as a command
+  does and as every Ray job's actors do) and against a later one (MiniLM already loaded), and the
+  Ray instance's start-up time apart.
+* **Per-batch scheduling cost**: the KT bench's offline demo cut into batches of one run, where a
+  batch's work is ~10 ms: (ray wall time − local wall time / actors) per batch.
+
+Usage::
+
+    python benchmarks/bench_ray.py [--items 16] [--repeats 2] [--extractor offline] [--output benchmarks/results/ray.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def knowsim(out: Path, n: int, executor, extractor: str) -> float:
+    from simhub.learners.presets import resolve_preset
+    from simhub.learners.roleplay import ScriptedLearner
+    from simhub.tutoring import family
+    from simhub.tutoring.knowsim import Bench, BenchOptions, load_items
+    from simhub.tutoring.knowsim.components import build_extractor
+
+    fam = family("knowsim")
+    bench = Bench([fam.build_tutor("scripted:stepwise"), fam.build_tutor("scripted:dump")], ScriptedLearner(),
+                  build_extractor(extractor, None), resolve_preset("paper"), BenchOptions(no_cache=True),
+                  out)
+    items = load_items("sample", n)
+    start = time.perf_counter()
+    bench.run(items, ["novice", "intermediate", "advanced"], executor=executor)
+    return time.perf_counter() - start
+
+
+def kt(out: Path, batch: int, executor) -> tuple[float, int]:
+    from simhub.learners.kt import load_scenarios
+    from simhub.learners.kt.student import LearnerSettings, StandInRolePlayer, assign_seeds, persona_seeds
+    from simhub.tutoring import family
+    from simhub.tutoring.lms.bench import KTBench, KTBenchOptions, learner_parts, plan_runs, run_id
+
+    scenarios = load_scenarios("core", days=5)
+    settings = LearnerSettings()
+    model, model_id, log, bank = learner_parts()
+    seeds = assign_seeds(persona_seeds(log, model, n_warmup=settings.n_warmup),
+                         [run_id(sc, "average", 0) for sc in scenarios], seed=0)
+    fam = family("kt-learner")
+    bench = KTBench([fam.build_tutor("scripted:weakest")], plan_runs(scenarios, ["average"], 1, 0, seeds),
+                    model=model, model_id=model_id, bank=bank, seeds=seeds, role_player=StandInRolePlayer(settings),
+                    settings=settings, output=out, options=KTBenchOptions(no_cache=True, batch=batch))
+    start = time.perf_counter()
+    traces = bench.run(executor=executor)
+    return time.perf_counter() - start, len(traces)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--extractor", default="offline", help="offline (MiniLM) or offline:lexical")
+    parser.add_argument("--output", default="benchmarks/results/ray.json")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    import ray
+
+    from simhub.executors import RayExecutor
+
+    with tempfile.TemporaryDirectory(prefix="simhub-bench-ray-") as tmp:
+        os.environ.setdefault("SIMHUB_HOME", tmp)
+        work = Path(tmp)
+        start = time.perf_counter()
+        ray.init(num_cpus=2, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
+        ray_start = time.perf_counter() - start
+        local, remote = [], []
+        for k in range(args.repeats):
+            local.append(knowsim(work / f"local-{k}", args.items, None, args.extractor))
+            remote.append(knowsim(work / f"ray-{k}", args.items, RayExecutor(actors=2), args.extractor))
+        kt_local, runs = kt(work / "kt-local", 1, None)
+        kt_ray, _ = kt(work / "kt-ray", 1, RayExecutor(actors=2))
+        ray.shutdown()
+    report = {
+        "benchmark": "the Ray executor against the local one (simhub tutor-bench --executor ray)",
+        "ray_start_s": round(ray_start, 2),
+        "knowsim_overhead": {"items": args.items, "levels": 3, "extractor": args.extractor, "conversations": args.items * 3 * 2,
+                             "local_cold_s": round(local[0], 3), "local_warm_s": round(min(local[1:] or local), 3),
+                             "ray_s": round(min(remote), 3),
+                             # a command is a fresh process: the local executor loads its models once in it, as
+                             # every Ray job's actors do, so the cold local run is the comparable one
+                             "ratio_vs_cold_local": round(min(remote) / local[0], 2),
+                             "ratio_vs_warm_local": round(min(remote) / min(local[1:] or local), 2),
+                             "local_s_each": [round(x, 3) for x in local], "ray_s_each": [round(x, 3) for x in remote]},
+        "per_batch": {"batches": runs, "local_s": round(kt_local, 3), "ray_s": round(kt_ray, 3),
+                      "scheduling_ms_per_batch": round(1000 * (kt_ray - kt_local / 2) / runs, 1)},
+        "python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(),
+    }
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+    print(f"-> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
