@@ -406,6 +406,23 @@ class Limits(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
     max_json_depth: int = 32
 
 
+class ExecutorConfig(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """Where batch jobs run by default (`--executor` and its flags override it; docs/guides/scale-out.md)."""
+
+    #: `local` (this process) or `ray` (a Ray cluster).
+    kind: Literal["local", "ray"] = "local"
+    #: The Ray cluster's address (`HOST:PORT`); null: `RAY_ADDRESS`, else a local instance.
+    address: str | None = None
+    #: Ray actors; null: the CPUs.
+    actors: int | None = None
+    #: CPUs each actor reserves.
+    cpus_per_actor: float = 1.0
+    #: GPUs each actor reserves (a vLLM engine per actor on a GPU cluster).
+    gpus_per_actor: float = 0.0
+    #: Restarts of an actor whose worker died, and retries of its batch.
+    max_retries: int = 3
+
+
 class ServingConfig(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
     #: The address `simhub serve` binds (`SIMHUB_HOST`).
     host: str = "127.0.0.1"
@@ -457,6 +474,8 @@ class Profile(_Section, kw_only=True, forbid_unknown_fields=True, frozen=True):
     models: dict[str, ModelConfig] = msgspec.field(default_factory=dict)
     #: The HTTP service's settings.
     serving: ServingConfig = msgspec.field(default_factory=ServingConfig)
+    #: Where batch jobs run by default (`simhub tutor-bench --executor`).
+    executor: ExecutorConfig = msgspec.field(default_factory=ExecutorConfig)
     #: Where the profile was read from (a shipped name or a path), and what it extends.
     source: str | None = None
     #: A shipped profile or a path this one starts from; a key set to null removes it.

@@ -192,19 +192,27 @@ def _check_address(address: str) -> None:
 
 
 def executor_from(name: str | None, *, address: str | None = None, actors: int | None = None,
-                  progress: bool = False) -> Executor:
-    """The executor a command's ``--executor`` names: ``local`` (default) or ``ray`` (``address``, else
-    ``RAY_ADDRESS``, else a local instance; ``actors`` defaults to the CPUs)."""
+                  progress: bool = False, defaults: Any = None) -> Executor:
+    """The executor a command's ``--executor`` names: ``local`` or ``ray`` (``address``, else
+    ``RAY_ADDRESS``, else a local instance; ``actors`` defaults to the CPUs). ``defaults``: a profile's
+    ``executor:`` section (:class:`simhub.config.ExecutorConfig`), for what the flags leave unset."""
+    flag_address = address
+    if defaults is not None:
+        name = name or defaults.kind
+        address = address or defaults.address
+        actors = actors or defaults.actors
     name = name or "local"
     if name not in EXECUTORS:
         from simhub.errors import UnknownNameError
 
         raise UnknownNameError("executor", name, EXECUTORS, field="executor")
     if name == "local":
-        if address:
+        if flag_address:
             raise ConfigError("--ray-address: only with --executor ray", field="ray_address")
         return LocalExecutor()
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address:
         _check_address(address)
-    return RayExecutor(address=address, actors=actors or max(1, os.cpu_count() or 1), progress=progress)
+    extra = {} if defaults is None else {"cpus": defaults.cpus_per_actor, "gpus": defaults.gpus_per_actor,
+                                         "max_retries": defaults.max_retries}
+    return RayExecutor(address=address, actors=actors or max(1, os.cpu_count() or 1), progress=progress, **extra)

@@ -15,14 +15,21 @@ from simhub.cli.common import add_profile
 if TYPE_CHECKING:
     from simhub.tutoring.family import BenchContext
 
+#: The default ``--learner`` (a ``--rescore`` that keeps it reads the family from the folder).
+_DEFAULT_LEARNER = "knowsim"
+
+
 def _context(args: argparse.Namespace, executor=None) -> BenchContext:
+    """What the command lends a family's run: provisioning, the output check, the exit rules, the executor."""
     from simhub.cli.common import all_failed, check_output, profile_for
     from simhub.tutoring.family import BenchContext
 
-    return BenchContext(executor=executor,
-        provision=lambda *, simulators=(), tutors=(), models=(), loaded=None: profile_for(
-            args, metrics=[], simulators=list(simulators), tutors=list(tutors), models=list(models), loaded=loaded),
-        check_output=lambda path: check_output(path, folder=True), all_failed=all_failed)
+    def provision(*, simulators=(), tutors=(), models=(), loaded=None):
+        return profile_for(args, metrics=[], simulators=list(simulators), tutors=list(tutors), models=list(models),
+                           loaded=loaded)
+
+    return BenchContext(provision=provision, check_output=lambda path: check_output(path, folder=True),
+                        all_failed=all_failed, executor=executor)
 
 
 def _refuse_other_families(args: argparse.Namespace, parser_defaults: dict, owners: dict[str, str], mine: str) -> None:
@@ -80,17 +87,17 @@ def _tutor_bench(args: argparse.Namespace) -> int:
         return fam.rescore(args, _context(args))
     if not args.tutor:
         raise ConfigError(f"--tutor: name at least one tutor ({fam.tutors_help})", field="tutor")
+    from simhub.config import load_profile
     from simhub.executors import executor_from
 
-    # checked (Ray installed, the cluster answering) before any model is built
-    executor = executor_from(args.executor, address=args.ray_address, actors=args.actors, progress=True)
+    # checked (Ray installed, the cluster answering) before any model is built; the profile's executor:
+    # section gives what the flags leave unset
+    executor = executor_from(args.executor, address=args.ray_address, actors=args.actors, progress=True,
+                             defaults=load_profile(args.profile).executor)
     try:
         return fam.run(args, learner, _context(args, executor))
     finally:
         executor.close()
-
-
-_DEFAULT_LEARNER = "knowsim"
 
 
 def register(sub) -> None:
@@ -120,9 +127,9 @@ def register(sub) -> None:
     p.add_argument("--batch", type=int, default=16, help="episodes (conversations, runs) advanced together (default 16)")
     p.add_argument("--bootstrap", type=int, default=2000, help="cluster-bootstrap resamples and permutations "
                    "(default 2000)")
-    p.add_argument("--executor", default="local", help="where the batches run: local (this process, the default) "
-                   "or ray (a Ray cluster: --ray-address, else RAY_ADDRESS, else a local instance; "
-                   "docs/guides/scale-out.md)")
+    p.add_argument("--executor", help="where the batches run: local (this process) or ray (a Ray cluster: "
+                   "--ray-address, else RAY_ADDRESS, else a local instance; docs/guides/scale-out.md) (default: the "
+                   "profile's executor: section, local)")
     p.add_argument("--ray-address", metavar="HOST:PORT", help="--executor ray: the cluster's address")
     p.add_argument("--actors", type=int, help="--executor ray: actors (default: the CPUs)")
     p.add_argument("--cache-dir", help="content-addressed cache (default: $SIMHUB_HOME/cache)")

@@ -41,13 +41,13 @@ __all__ = [
     "LearnerFamily",
     "LearnerName",
     "Stability",
+    "bench_sections",
     "families",
     "family",
     "family_of_folder",
     "learner_forms",
     "parse_learner",
     "ranking_stability",
-    "results_kind",
 ]
 
 

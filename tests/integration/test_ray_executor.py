@@ -136,3 +136,16 @@ def test_the_executor_errors_come_before_anything_runs(tmp_path, capsys, monkeyp
     assert main([*KS, "--output", str(out), "--executor", "ray"]) == 2
     assert "pip install 'simhub[ray]'" in capsys.readouterr().err
     assert not out.exists()  # nothing ran, nothing was written
+
+
+def test_a_profiles_executor_section_is_the_default_and_the_flags_override_it(ray_local, tmp_path, capsys):
+    profile = tmp_path / "p.yaml"
+    profile.write_text("extends: demo\nname: on-ray\nexecutor: {kind: ray, actors: 2, max_retries: 1}\n")
+    assert main([*KS, "--profile", str(profile), "--output", str(tmp_path / "ray")]) == 0
+    assert "ray: " in capsys.readouterr().err  # the profile put it on Ray
+    assert main([*KS, "--profile", str(profile), "--output", str(tmp_path / "local"), "--executor", "local"]) == 0
+    assert "ray: " not in capsys.readouterr().err
+    assert _files(tmp_path / "ray") == _files(tmp_path / "local")
+    profile.write_text("extends: demo\nname: bad\nexecutor: {kind: dask}\n")
+    assert main([*KS, "--profile", str(profile), "--output", str(tmp_path / "bad")]) == 2
+    assert "executor.kind" in capsys.readouterr().err
