@@ -10,6 +10,10 @@
   Ray instance's start-up time apart.
 * **Per-batch scheduling cost**: the KT bench's offline demo cut into batches of one run, where a
   batch's work is ~10 ms: (ray wall time − local wall time / actors) per batch.
+* **Scaling where the unit is the bottleneck**: a KnowSim bench whose tutor is an OpenAI-compatible
+  endpoint answering after ``--latency`` seconds (the tests' fake server, in this process), each
+  actor's client sending up to 4 requests at once, on 1, 2 and 4 actors (the Ray instance gets 4
+  CPUs: the work is waiting); conversations per second, actor start-up included.
 
 Usage::
 
@@ -65,11 +69,25 @@ def kt(out: Path, batch: int, executor) -> tuple[float, int]:
     return time.perf_counter() - start, len(traces)
 
 
+def endpoint_scaling(work: Path, actors: int, profile: Path, items: int, executor) -> float:
+    from simhub.cli import main as simhub
+
+    start = time.perf_counter()
+    code = simhub(["tutor-bench", "--profile", str(profile), "--tutor", "api-tutor", "--n", str(items),
+                   "--extractor", "offline:lexical", "--set", "max_turns=4", "--batch", "4", "--no-cache",
+                   "--bootstrap", "100", "--executor", executor, "--actors", str(actors),
+                   "--output", str(work / f"endpoint-{executor}-{actors}")])
+    assert code == 0, code
+    return time.perf_counter() - start
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--extractor", default="offline", help="offline (MiniLM) or offline:lexical")
+    parser.add_argument("--latency", type=float, default=0.2, help="the fake endpoint's seconds per request")
+    parser.add_argument("--endpoint-items", type=int, default=24)
     parser.add_argument("--output", default="benchmarks/results/ray.json")
     args = parser.parse_args(argv)
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -91,6 +109,22 @@ def main(argv: list[str] | None = None) -> int:
         kt_local, runs = kt(work / "kt-local", 1, None)
         kt_ray, _ = kt(work / "kt-ray", 1, RayExecutor(actors=2))
         ray.shutdown()
+        # endpoint-bound: the work is waiting, so the instance offers 4 CPUs on this 2-core machine
+        ray.init(num_cpus=4, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from tests.doubles.openai_server import FakeOpenAIServer
+
+        conversations = args.endpoint_items * 3
+        scaling = {}
+        with FakeOpenAIServer(lambda body: "Let us take the first step together.", latency_s=args.latency) as srv:
+            profile = work / "endpoint.yaml"
+            profile.write_text(f"name: endpoint\ntutors:\n  api-tutor: {{kind: openai, model: t, endpoint: "
+                               f"{{base_url: '{srv.base_url}', cache: false, max_retries: 1, concurrency: 4}}}}\n")
+            scaling["local"] = endpoint_scaling(work, 1, profile, args.endpoint_items, "local")
+            for actors in (1, 2, 4):
+                scaling[f"ray-{actors}"] = endpoint_scaling(work, actors, profile, args.endpoint_items, "ray")
+            requests = len(srv.chat_requests())
+        ray.shutdown()
     report = {
         "benchmark": "the Ray executor against the local one (simhub tutor-bench --executor ray)",
         "ray_start_s": round(ray_start, 2),
@@ -102,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
                              "ratio_vs_cold_local": round(min(remote) / local[0], 2),
                              "ratio_vs_warm_local": round(min(remote) / min(local[1:] or local), 2),
                              "local_s_each": [round(x, 3) for x in local], "ray_s_each": [round(x, 3) for x in remote]},
+        "endpoint_scaling": {
+            "latency_s": args.latency, "conversations": conversations, "requests_all_runs": requests,
+            "wall_s": {k: round(v, 2) for k, v in scaling.items()},
+            "conversations_per_s": {k: round(conversations / v, 2) for k, v in scaling.items()},
+            "speedup_2_actors": round(scaling["ray-1"] / scaling["ray-2"], 2),
+            "speedup_4_actors": round(scaling["ray-1"] / scaling["ray-4"], 2)},
         "per_batch": {"batches": runs, "local_s": round(kt_local, 3), "ray_s": round(kt_ray, 3),
                       "scheduling_ms_per_batch": round(1000 * (kt_ray - kt_local / 2) / runs, 1)},
         "python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(),
