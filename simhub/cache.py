@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,3 +105,26 @@ class ContentCache:
     def put(self, key: str, value: Any) -> None:
         if self.root is not None:
             atomic_write_bytes(self._path(key), json.dumps(value, ensure_ascii=False).encode())
+
+
+def cached_answers(cache: ContentCache | None, keys: Sequence[str | None], compute: Callable[[list[int]], list[Any]],
+                   *, ok: Callable[[Any], bool], encode: Callable[[Any], Any],
+                   decode: Callable[[Any], Any]) -> tuple[list[Any], int, int]:
+    """Answers from ``cache`` where it has them, else from ``compute`` (given the missing positions);
+    a computed answer that is ``ok`` is stored. Returns the answers, the cache hits and the positions
+    computed (the calls made)."""
+    out: list[Any] = [None] * len(keys)
+    hits = 0
+    if cache is not None:
+        for i, key in enumerate(keys):
+            hit = cache.get(key) if key else None
+            if hit is not None:
+                out[i] = decode(hit)
+                hits += 1
+    todo = [i for i, v in enumerate(out) if v is None]
+    if todo:
+        for i, value in zip(todo, compute(todo), strict=True):
+            out[i] = value
+            if cache is not None and keys[i] and ok(value):
+                cache.put(keys[i], encode(value))  # type: ignore[arg-type]
+    return out, hits, len(todo)

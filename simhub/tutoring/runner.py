@@ -24,7 +24,7 @@ the same way for every family:
   cache, so the files are those of a local run. A batch lost on every try is counted and named in
   :attr:`RunReport.failures`, and its episodes run on the next run.
 
-:func:`cached_answers` is the per-call cache the benches' steps use (model answers by content key).
+:func:`simhub.cache.cached_answers` is the per-call cache the benches' steps use (model answers by content key).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import re
 import sys
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -49,7 +49,7 @@ from simhub.executors import BatchFailure, Executor, LocalExecutor
 from simhub.runformat import read_document
 from simhub.schema import atomic_write_bytes
 
-__all__ = ["RUN_FILE", "TRACES", "Episode", "EpisodeBench", "RunInfo", "RunReport", "Runner", "cached_answers",
+__all__ = ["RUN_FILE", "TRACES", "Episode", "EpisodeBench", "RunInfo", "RunReport", "Runner",
            "open_run_folder", "read_run_info", "rules_digest", "safe_name", "write_run_info"]
 
 TRACES = "traces"
@@ -133,32 +133,6 @@ def open_run_folder(output: str | os.PathLike[str], settings: dict[str, Any], in
                                 f"same settings or choose another --output", file=str(run_file), field=key)
     folder.mkdir(parents=True, exist_ok=True)
     write_run_info(run_file, RunInfo.of(settings, info))
-
-
-# ------------------------------------------------------------------------------------ per-call cache
-
-
-def cached_answers(cache: ContentCache | None, keys: Sequence[str | None], compute: Callable[[list[int]], list[Any]],
-                   *, ok: Callable[[Any], bool], encode: Callable[[Any], Any],
-                   decode: Callable[[Any], Any]) -> tuple[list[Any], int, int]:
-    """Answers from ``cache`` where it has them, else from ``compute`` (given the missing positions);
-    a computed answer that is ``ok`` is stored. Returns the answers, the cache hits and the positions
-    computed (the calls made)."""
-    out: list[Any] = [None] * len(keys)
-    hits = 0
-    if cache is not None:
-        for i, key in enumerate(keys):
-            hit = cache.get(key) if key else None
-            if hit is not None:
-                out[i] = decode(hit)
-                hits += 1
-    todo = [i for i, v in enumerate(out) if v is None]
-    if todo:
-        for i, value in zip(todo, compute(todo), strict=True):
-            out[i] = value
-            if cache is not None and keys[i] and ok(value):
-                cache.put(keys[i], encode(value))  # type: ignore[arg-type]
-    return out, hits, len(todo)
 
 
 # ----------------------------------------------------------------------------------------- episodes

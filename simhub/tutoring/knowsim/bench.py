@@ -36,7 +36,7 @@ from typing import Any
 
 import msgspec
 
-from simhub.cache import ContentCache, fingerprint
+from simhub.cache import ContentCache, cached_answers, fingerprint
 from simhub.errors import DataError, SimhubError
 from simhub.learners.extract import Extraction, Extractor, ExtractRequest
 from simhub.learners.graph import IUGraph, ValidatedGraph, read_graphs, shipped_graphs, validate_graph
@@ -60,7 +60,7 @@ from simhub.tutoring.knowsim.trace import (
     write_trace,
 )
 from simhub.tutoring.knowsim.tutors import BenchRequest
-from simhub.tutoring.runner import RUN_FILE, TRACES, Episode, EpisodeBench, Runner, cached_answers, rules_digest
+from simhub.tutoring.runner import RUN_FILE, TRACES, Episode, EpisodeBench, Runner, rules_digest
 
 __all__ = ["RULE_MODULES", "RUN_FILE", "TRACES", "Bench", "BenchOptions", "Item", "load_items", "parse_levels",
            "rules_digest"]

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from simhub.cache import ContentCache, fingerprint
+from simhub.cache import ContentCache, cached_answers, fingerprint
 from simhub.learners.chat import ChatModel, ask_json, find_json_object
 from simhub.tutoring.knowsim.trace import Trace
 
@@ -90,22 +90,12 @@ def rate_traces(rater: IQRater, traces: Sequence[Trace], cache: ContentCache | N
     me = rater.describe()
     out = list(traces)
     todo = [i for i, t in enumerate(out) if t.failed is None and t.turns]
-    keys = {i: fingerprint(["iq", me, *conversation_of(out[i])]) for i in todo}
-    ratings: dict[int, IQRating] = {}
-    hits = 0
-    if cache is not None:
-        for i in todo:
-            hit = cache.get(keys[i])
-            if hit is not None:
-                ratings[i] = msgspec.convert(hit, IQRating)
-                hits += 1
-    ask = [i for i in todo if i not in ratings]
-    for i, rating in zip(ask, rater.rate([conversation_of(out[i]) for i in ask]), strict=True):
-        ratings[i] = rating
-        if cache is not None and not rating.error:
-            cache.put(keys[i], msgspec.to_builtins(rating))
-    for i, rating in ratings.items():
+    ratings, hits, asked = cached_answers(
+        cache, [fingerprint(["iq", me, *conversation_of(out[i])]) for i in todo],
+        lambda missing: rater.rate([conversation_of(out[todo[j]]) for j in missing]),
+        ok=lambda r: not r.error, encode=msgspec.to_builtins, decode=lambda d: msgspec.convert(d, IQRating))
+    for i, rating in zip(todo, ratings, strict=True):
         t = out[i]
         out[i] = msgspec.structs.replace(t, iq=rating.score, iq_reason=rating.reason or None, iq_flag=rating.flagged,
                                          models={**t.models, "iq_rater": me})
-    return out, len(ask), hits
+    return out, asked, hits

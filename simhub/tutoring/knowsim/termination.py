@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from simhub.cache import ContentCache, fingerprint
+from simhub.cache import ContentCache, cached_answers, fingerprint
 from simhub.learners.chat import ChatModel, ask_json, find_json_object
 from simhub.tutoring.knowsim.trace import Trace
 
@@ -119,20 +119,10 @@ def judge_traces(judge: TerminationJudge, traces: Sequence[Trace], cache: Conten
     me = judge.describe()
     out = list(traces)
     todo = [i for i, t in enumerate(out) if t.failed is None and t.turns]
-    keys = {i: fingerprint(["stop", me, *whole_conversation(out[i])]) for i in todo}
-    stops: dict[int, JudgedStop] = {}
-    hits = 0
-    if cache is not None:
-        for i in todo:
-            hit = cache.get(keys[i])
-            if hit is not None:
-                stops[i] = msgspec.convert(hit, JudgedStop)
-                hits += 1
-    ask = [i for i in todo if i not in stops]
-    for i, stop in zip(ask, judge.judge([whole_conversation(out[i]) for i in ask]), strict=True):
-        stops[i] = stop
-        if cache is not None and not stop.error:
-            cache.put(keys[i], msgspec.to_builtins(stop))
-    for i, stop in stops.items():
+    stops, hits, asked = cached_answers(
+        cache, [fingerprint(["stop", me, *whole_conversation(out[i])]) for i in todo],
+        lambda missing: judge.judge([whole_conversation(out[todo[j]]) for j in missing]),
+        ok=lambda s: not s.error, encode=msgspec.to_builtins, decode=lambda d: msgspec.convert(d, JudgedStop))
+    for i, stop in zip(todo, stops, strict=True):
         out[i] = apply_stop(out[i], stop, me)
-    return out, len(ask), hits
+    return out, asked, hits

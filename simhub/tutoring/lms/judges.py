@@ -14,10 +14,11 @@ help-request days the panel calls a hand-over.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
-from simhub.cache import ContentCache, fingerprint
+from simhub.cache import ContentCache, cached_answers, fingerprint
 from simhub.learners.chat import ChatModel, ask_json, find_json_object
 from simhub.learners.kt.lms import DayRecord
 
@@ -100,6 +101,13 @@ def panel(votes: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     return out
 
 
+def _ask_in_batches(judge: DayJudge, prompts: Sequence[list[dict[str, str]]], missing: list[int]
+                    ) -> list[dict[str, Any]]:
+    """The judge's votes on ``prompts[missing]``, sixteen days to a request batch."""
+    asked = [prompts[j] for j in missing]
+    return [v for k in range(0, len(asked), 16) for v in judge.judge(asked[k:k + 16])]
+
+
 def judge_runs(judges: Sequence[DayJudge], traces: Sequence[Any], cache: ContentCache | None = None
                ) -> tuple[int, int]:
     """Judge every ok day of ``traces`` that a judge has not rated yet (or whose rating failed), in
@@ -107,32 +115,23 @@ def judge_runs(judges: Sequence[DayJudge], traces: Sequence[Any], cache: Content
     asked = hits = 0
     for judge in judges:
         me = judge.describe()
-        todo: list[tuple[Any, DayRecord, list[dict[str, str]], str]] = []
+        from simhub.prompts.kt_judge import day_judge_messages
+
+        todo: list[tuple[Any, DayRecord, list[dict[str, str]]]] = []
         for t in traces:
             for d in t.days:
-                if d.failed is not None:
-                    continue
                 old = t.judgments.get(str(d.day), {}).get(judge.name)
-                if old is not None and not str(old.get("flagged", "")).startswith(JUDGE_FAILED):
-                    continue
-                from simhub.prompts.kt_judge import day_judge_messages
+                if d.failed is None and (old is None or str(old.get("flagged", "")).startswith(JUDGE_FAILED)):
+                    todo.append((t, d, day_judge_messages(day=d.day, unit=t.unit, events=day_events(d))))
 
-                prompt = day_judge_messages(day=d.day, unit=t.unit, events=day_events(d))
-                key = fingerprint(["kt-judge", me, prompt])
-                hit = cache.get(key) if cache is not None else None
-                if hit is not None:
-                    t.judgments.setdefault(str(d.day), {})[judge.name] = hit
-                    hits += 1
-                    continue
-                todo.append((t, d, prompt, key))
-        for k in range(0, len(todo), 16):
-            chunk = todo[k:k + 16]
-            votes = judge.judge([p for _, _, p, _ in chunk])
-            asked += len(chunk)
-            for (t, d, _, key), vote in zip(chunk, votes, strict=True):
-                t.judgments.setdefault(str(d.day), {})[judge.name] = vote
-                if cache is not None and not str(vote.get("flagged", "")).startswith(JUDGE_FAILED):
-                    cache.put(key, vote)
+        prompts = [p for _, _, p in todo]
+        votes, got, made = cached_answers(
+            cache, [fingerprint(["kt-judge", me, p]) for p in prompts],
+            functools.partial(_ask_in_batches, judge, prompts),
+            ok=lambda v: not str(v.get("flagged", "")).startswith(JUDGE_FAILED), encode=dict, decode=dict)
+        hits, asked = hits + got, asked + made
+        for (t, d, _), vote in zip(todo, votes, strict=True):
+            t.judgments.setdefault(str(d.day), {})[judge.name] = vote
     return asked, hits
 
 
