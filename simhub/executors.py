@@ -51,9 +51,6 @@ class Executor:
     def map(self, state: Any, method: str, batches: Sequence[Any]) -> Iterator[tuple[int, Any]]:
         raise NotImplementedError
 
-    def describe(self) -> str:
-        return self.name
-
     def close(self) -> None:
         """Release what the executor holds (Ray actors)."""
 
@@ -72,9 +69,6 @@ class _Worker:
 
     def __init__(self, state: Any):
         self.state = state
-
-    def pid(self) -> int:
-        return os.getpid()
 
     def call(self, method: str, batch: Any) -> Any:
         return getattr(self.state, method)(batch)
@@ -102,9 +96,6 @@ class RayExecutor(Executor):
         self._owns = False
         self._handles: list[Any] = []
 
-    def describe(self) -> str:
-        return f"ray ({self.actors} actors{', ' + self.address if self.address else ''})"
-
     def _init(self) -> None:
         if self._started:
             return
@@ -120,10 +111,6 @@ class RayExecutor(Executor):
             ray.init(**{**kwargs, **self.init_kwargs})
             self._owns = True
         self._started = True
-
-    def worker_pids(self) -> list[int]:
-        """The process id of every live actor (the tests kill one)."""
-        return [self.ray.get(h.pid.remote()) for h in self._handles]
 
     def map(self, state: Any, method: str, batches: Sequence[Any]) -> Iterator[tuple[int, Any]]:
         if not batches:
@@ -174,13 +161,9 @@ class RayExecutor(Executor):
 
 def _check_address(address: str) -> None:
     """A ``HOST:PORT`` cluster address must answer (a TCP connection within 5 s) before anything is built."""
-    if address.startswith(("ray://", "auto", "local")):
-        target = address.removeprefix("ray://")
-        if address in ("auto", "local"):
-            return
-    else:
-        target = address
-    host, _, port = target.rpartition(":")
+    if address in ("auto", "local"):  # Ray's own words for "the cluster on this machine"
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
         raise ConfigError(f"--ray-address {address}: expected HOST:PORT or ray://HOST:PORT", field="ray_address")
     try:

@@ -57,7 +57,7 @@ def _graphs(args: argparse.Namespace) -> int:
     from simhub.cli.common import check_output, profile_for
     from simhub.config import load_profile
     from simhub.errors import DataError
-    from simhub.learners.chat import chat_model, model_names, model_sections
+    from simhub.learners.chat import chat_model, model_sections
     from simhub.learners.graph import write_graphs
     from simhub.learners.graphgen import build_graphs, existing_graphs, read_items
     from simhub.simulation import load_options
@@ -71,8 +71,7 @@ def _graphs(args: argparse.Namespace) -> int:
     if args.retries < 0:
         raise DataError(f"--retries: {args.retries} must be at least 0", field="retries")
     raw = load_profile(args.profile)
-    if args.model not in model_names(raw):  # an unknown name is refused before anything is built
-        chat_model(args.model, raw, field="model")
+    chat_model(args.model, raw, field="model")  # an unknown name is refused before anything is built
     profile = profile_for(args, metrics=[], loaded=raw, **model_sections(raw, [args.model]))  # a local model built once
     chat = chat_model(args.model, profile, load_options(profile), field="model")
     existing = existing_graphs(args.output)

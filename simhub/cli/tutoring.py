@@ -8,6 +8,7 @@ reports (:mod:`simhub.tutoring.family`). ``agree`` and ``stability`` are library
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import TYPE_CHECKING
 
 from simhub.cli.common import add_profile
@@ -19,9 +20,11 @@ if TYPE_CHECKING:
 _DEFAULT_LEARNER = "knowsim"
 
 
-def _context(args: argparse.Namespace, executor=None) -> BenchContext:
-    """What the command lends a family's run: provisioning, the output check, the exit rules, the executor."""
+def _context(args: argparse.Namespace) -> BenchContext:
+    """What the command lends a family's run: the profile (read here, once), provisioning, the output
+    check, the exit rules (the executor is added by the run)."""
     from simhub.cli.common import all_failed, check_output, profile_for
+    from simhub.config import load_profile
     from simhub.tutoring.family import BenchContext
 
     def provision(*, simulators=(), tutors=(), models=(), loaded=None):
@@ -29,7 +32,7 @@ def _context(args: argparse.Namespace, executor=None) -> BenchContext:
                            loaded=loaded)
 
     return BenchContext(provision=provision, check_output=lambda path: check_output(path, folder=True),
-                        all_failed=all_failed, executor=executor)
+                        all_failed=all_failed, profile=load_profile(args.profile))
 
 
 def _refuse_other_families(args: argparse.Namespace, parser_defaults: dict, owners: dict[str, str], mine: str) -> None:
@@ -87,15 +90,15 @@ def _tutor_bench(args: argparse.Namespace) -> int:
         return fam.rescore(args, _context(args))
     if not args.tutor:
         raise ConfigError(f"--tutor: name at least one tutor ({fam.tutors_help})", field="tutor")
-    from simhub.config import load_profile
     from simhub.executors import executor_from
 
+    ctx = _context(args)
     # checked (Ray installed, the cluster answering) before any model is built; the profile's executor:
     # section gives what the flags leave unset
     executor = executor_from(args.executor, address=args.ray_address, actors=args.actors, progress=True,
-                             defaults=load_profile(args.profile).executor)
+                             defaults=ctx.profile.executor)
     try:
-        return fam.run(args, learner, _context(args, executor))
+        return fam.run(args, learner, dataclasses.replace(ctx, executor=executor))
     finally:
         executor.close()
 

@@ -85,6 +85,8 @@ class BenchContext:
     all_failed: Callable[[str, int, Sequence[str]], int]
     #: Where the runner's batches run (:mod:`simhub.executors`); None: in this process.
     executor: Any = None
+    #: The profile ``--profile`` names, as read (not narrowed, nothing built): read once per command.
+    profile: Any = None
 
     def report_lost(self, runner: Any, unit: str) -> int | None:
         """Say on stderr which episodes another executor lost (every try of their batch failed); the exit

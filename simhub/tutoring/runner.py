@@ -288,8 +288,7 @@ class Runner(Generic[T]):
 
     def key(self, episode: Episode) -> str:
         """The whole-episode cache key."""
-        describe = getattr(episode.tutor, "describe", None)
-        return fingerprint([self._settings_key, describe() if describe else str(episode.tutor), episode.key])
+        return fingerprint([self._settings_key, episode.tutor.describe(), episode.key])
 
     def _from_cache(self, episode: Episode) -> T | None:
         cache = self.bench.cache

@@ -65,7 +65,6 @@ class KnowSimFamily(LearnerFamily):
     # ------------------------------------------------------------------------------------------ run
 
     def run(self, args: argparse.Namespace, learner: LearnerName, ctx: BenchContext) -> int:
-        from simhub.config import load_profile
         from simhub.errors import ConfigError
         from simhub.simulation import load_options
         from simhub.tutoring.knowsim.bench import Bench, BenchOptions, load_items, parse_levels
@@ -86,7 +85,7 @@ class KnowSimFamily(LearnerFamily):
         if args.termination_judge:  # refused before any model is provisioned
             check_judged_learner(learner.text)
         ctx.check_output(args.output)
-        raw = load_profile(args.profile)
+        raw = ctx.profile
         known = bench_tutor_names(self.scripted, self.capability, raw)
         for name in args.tutor:
             if name not in known:
@@ -201,7 +200,7 @@ def _judge_and_rate(args: argparse.Namespace, ctx: BenchContext, traces: list[Tr
     """``--rescore`` with ``--termination-judge MODEL`` and/or ``--iq-rater MODEL``: every finished trace
     judged, then rated (cached answers reused), and rewritten."""
     from simhub.cache import ContentCache
-    from simhub.config import cache_root, load_profile
+    from simhub.config import cache_root
     from simhub.errors import ConfigError
     from simhub.simulation import load_options
     from simhub.tutoring.knowsim.components import build_iq_rater, build_termination_judge
@@ -216,7 +215,7 @@ def _judge_and_rate(args: argparse.Namespace, ctx: BenchContext, traces: list[Tr
             raise ConfigError(f"--termination-judge: {stateful[0]} (and {len(stateful) - 1} more) is a conversation "
                               f"with a knowledge-state learner, which its preset's rules stop; a termination judge is "
                               f"for the stateless baselines", field="termination_judge")
-    raw = load_profile(args.profile)
+    raw = ctx.profile
     names = [m for m in (args.termination_judge, args.iq_rater) if m]
     profile = ctx.provision(loaded=raw, **model_sections(raw, names))
     options = load_options(profile)

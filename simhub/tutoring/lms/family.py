@@ -54,7 +54,6 @@ class KTLearnerFamily(LearnerFamily):
     # ------------------------------------------------------------------------------------------ run
 
     def run(self, args: argparse.Namespace, learner: LearnerName, ctx: BenchContext) -> int:
-        from simhub.config import load_profile
         from simhub.errors import ConfigError
         from simhub.learners.kt import load_scenarios
         from simhub.learners.kt.student import LearnerSettings, StandInRolePlayer, assign_seeds, persona_seeds
@@ -79,7 +78,7 @@ class KTLearnerFamily(LearnerFamily):
         repeats = args.repeats or 1
         settings = LearnerSettings()
         ctx.check_output(args.output)
-        raw = load_profile(args.profile)
+        raw = ctx.profile
         tutors = [self.build_tutor(t, raw, no_cache=args.no_cache) for t in dict.fromkeys(args.tutor)]
         if args.role_player and args.role_player not in model_names(raw):
             from simhub.errors import UnknownNameError
@@ -153,7 +152,6 @@ class KTLearnerFamily(LearnerFamily):
     # -------------------------------------------------------------------------------------- rescore
 
     def rescore(self, args: argparse.Namespace, ctx: BenchContext) -> int:
-        from simhub.config import load_profile
         from simhub.errors import DataError
         from simhub.tutoring.lms.bench import is_kt_trace_file, read_kt_trace, write_kt_trace
         from simhub.tutoring.lms.results import format_kt_results, summarize_kt, write_kt_results
@@ -172,7 +170,7 @@ class KTLearnerFamily(LearnerFamily):
             from simhub.config import cache_root
             from simhub.tutoring.lms.judges import judge_runs
 
-            judges = self._judges(args, load_profile(args.profile), ctx)
+            judges = self._judges(args, ctx.profile, ctx)
             before = [t.judgments.copy() for t in traces]
             cache = None if args.no_cache else ContentCache(cache_root(args.cache_dir), "kt-bench")
             asked, hits = judge_runs(judges, traces, cache)
