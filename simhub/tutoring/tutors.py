@@ -24,14 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from simhub.config import Profile
 from simhub.errors import ConfigError, UnknownNameError
-from simhub.learners.kt.student import DayFailure
 from simhub.models import LoadOptions, Sampling
 from simhub.simulation.tutor import Tutor, TutorRequest, TutorTurn, build_tutor, tutor_names
 
 if TYPE_CHECKING:
     from simhub.models.endpoint_lm import EndpointLM
 
-__all__ = ["ProfileTutor", "ToolTutor", "ToolTutorFailure", "bench_tutor_names", "build_bench_tutor"]
+__all__ = ["ProfileTutor", "ToolTutor", "bench_tutor_names", "build_bench_tutor"]
 
 
 class ProfileTutor(Tutor):
@@ -51,16 +50,13 @@ class ProfileTutor(Tutor):
             return [TutorTurn(error=f"{type(exc).__name__}: {str(exc)[:200]}") for _ in requests]
 
 
-class ToolTutorFailure(DayFailure):
-    """A tool tutor could not act (its endpoint failed after its retries): the day is marked failed."""
-
-
 class ToolTutor(Tutor):
     """A chat model of the profile acting through OpenAI tool calls (see the module docstring).
 
     The environment gives the tools (``env.tools``, OpenAI function specs), the system prompt
     (``env.tutor_prompt``), the number of turns of a day (``env.plan.turns``) and runs a call
-    (``env.call(name, arguments)``, raising ``env.tool_error`` for a bad one). Each turn the model may
+    (``env.call(name, arguments)``, raising ``env.tool_error`` for a bad one) and what to raise when the
+    tutor cannot act (``env.failure``: the endpoint failed after its retries; the day is marked failed). Each turn the model may
     call tools (their results go back to it) until it answers without a tool call; text it answers
     with is sent to the learner (``send_message``). A tool call with bad arguments gets the error back
     as the tool's result and is logged by the environment; the run goes on. Every step is one
@@ -93,7 +89,7 @@ class ToolTutor(Tutor):
         for _ in range(self.max_steps):
             (result,) = self._lm.send([self._lm.request(self._messages, sampling, tools=env.tools)])
             if result.error is not None:  # the endpoint failed after its retries: the day is marked failed
-                raise ToolTutorFailure(f"tutor: {result.error}")
+                raise env.failure(f"tutor: {result.error}")
             choice = result.generations[0]
             entry: dict[str, Any] = {"role": "assistant", "content": choice.text or ""}
             if choice.tool_calls:

@@ -66,11 +66,11 @@ class CounterBench(EpisodeBench[CounterTrace]):
     trace_type = CounterTrace
 
     def __init__(self, tutors, items: int, turns: int, output: str):
-        self.tutors, self.items, self.turns = tutors, items, turns
-        self.output, self.info, self.cache, self.calls, self.cache_hits = Path(output), {}, None, {"tutor": 0}, 0
         from simhub.cache import ContentCache
         from simhub.config import cache_root
 
+        self.tutors, self.items, self.turns = tutors, items, turns
+        self.output, self.info, self.calls, self.cache_hits = Path(output), {}, {"tutor": 0}, 0
         self.cache = ContentCache(cache_root(None), "toy-bench")
 
     def settings(self) -> dict[str, Any]:

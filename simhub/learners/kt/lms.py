@@ -228,11 +228,13 @@ class LMSRun:
     """One learner's run through its days; see the module docstring.
 
     As a tool tutor's environment it gives :attr:`tools` (the actions as OpenAI function specs),
-    :attr:`tutor_prompt` (the system prompt of a tool-calling tutor), :meth:`call` and
-    :attr:`tool_error` (what a bad call raises)."""
+    :attr:`tutor_prompt` (the system prompt of a tool-calling tutor), :meth:`call`,
+    :attr:`tool_error` (what a bad call raises) and :attr:`failure` (what a tutor that cannot act
+    raises: the day is marked failed with its message)."""
 
     tools = TOOLS
     tool_error = ToolError
+    failure = DayFailure
     tutor_prompt = TOOL_TUTOR_SYSTEM
 
     def __init__(self, plan: RunPlan, *, model: KTModel, bank: ItemBank, persona: PersonaSeed,
