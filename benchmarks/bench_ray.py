@@ -8,6 +8,13 @@
   ratio ray/local against the first local run of the process (which loads MiniLM, as a command
   does and as every Ray job's actors do) and against a later one (MiniLM already loaded), and the
   Ray instance's start-up time apart.
+* **Overhead of ``simhub eval``**: the demo eval (``tiny-student-sft`` on the sample test split:
+  simulation and the seven metrics, no cache, 1,000 resamples) as a fresh command, ``local``,
+  ``--executor ray --actors 2`` (two actors of one CPU, each loading every model) and one actor of
+  two CPUs (``cpus_per_actor: 2``), each command starting its own Ray instance (its start-up is in
+  the time, and given apart), ``--repeats`` times each; the demo models are built before timing.
+  Whether the files agree: the simulations; the scores exactly with one actor of two CPUs (the
+  local run's two threads), and their largest difference with two actors of one thread each.
 * **Per-batch scheduling cost**: the KT bench's offline demo cut into batches of one run, where a
   batch's work is ~10 ms: (ray wall time − local wall time / actors) per batch.
 * **Scaling where the unit is the bottleneck**: a KnowSim bench whose tutor is an OpenAI-compatible
@@ -81,6 +88,52 @@ def endpoint_scaling(work: Path, actors: int, profile: Path, items: int, executo
     return time.perf_counter() - start
 
 
+def eval_overhead(work: Path, repeats: int) -> dict:
+    """The demo eval as a fresh command, local and on Ray (see the module docstring)."""
+    import subprocess
+
+    from simhub.data.sample import load_sample_corpus
+    from simhub.schema import write_jsonl
+
+    data = work / "test.jsonl"
+    write_jsonl(data, load_sample_corpus()["test"])
+    env = {**os.environ, "TQDM_DISABLE": "1"}
+    subprocess.run([sys.executable, "-c", "from simhub.config import load_profile; from simhub.provision import "
+                    "provision_profile; provision_profile(load_profile('demo'), on_step=None)"], check=True, env=env)
+
+    def timed(name: str, extra: list[str]) -> float:
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "simhub", "eval", "--profile", "demo", "--simulator", "tiny-student-sft",
+                        "--data", str(data), "--output", str(work / name), "--no-cache", "--bootstrap", "1000", *extra],
+                       check=True, env=env, capture_output=True)
+        return time.perf_counter() - start
+
+    wide = work / "wide.yaml"  # one actor with both CPUs: the models load once, with two threads, as locally
+    wide.write_text("extends: demo\nname: demo-wide-actor\nexecutor: {cpus_per_actor: 2}\n")
+    local = [timed(f"eval-local-{k}", []) for k in range(repeats)]
+    remote = [timed(f"eval-ray-{k}", ["--executor", "ray", "--actors", "2"]) for k in range(repeats)]
+    one = [timed(f"eval-ray1-{k}", ["--executor", "ray", "--actors", "1", "--profile", str(wide)])
+           for k in range(repeats)]
+
+    def lines(name: str, file: str) -> list[dict]:
+        return [json.loads(x) for x in (work / name / file).read_text().splitlines()]
+
+    def largest_difference(a: str, b: str) -> float:
+        return max((abs(x["scores"][m] - y["scores"][m]) for x, y in zip(lines(a, "scores.jsonl"),
+                    lines(b, "scores.jsonl"), strict=True) for m in x["scores"]
+                    if x["scores"][m] is not None and y["scores"][m] is not None), default=0.0)
+
+    return {"turns": sum(len(d.student_turn_indices()) for d in load_sample_corpus()["test"]),
+            "local_s": round(min(local), 2), "ray_2x1_s": round(min(remote), 2), "ray_1x2_s": round(min(one), 2),
+            "ratio_2x1": round(min(remote) / min(local), 2), "ratio_1x2": round(min(one) / min(local), 2),
+            "local_s_each": [round(x, 2) for x in local], "ray_2x1_s_each": [round(x, 2) for x in remote],
+            "ray_1x2_s_each": [round(x, 2) for x in one],
+            "same_simulations": lines("eval-ray-0", "simulations.jsonl") == lines("eval-local-0", "simulations.jsonl"),
+            # torch's reductions depend on the thread count: an actor of one CPU runs one thread
+            "largest_score_difference_2x1": largest_difference("eval-ray-0", "eval-local-0"),
+            "same_scores_1x2": lines("eval-ray1-0", "scores.jsonl") == lines("eval-local-0", "scores.jsonl")}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=16)
@@ -99,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="simhub-bench-ray-") as tmp:
         os.environ.setdefault("SIMHUB_HOME", tmp)
         work = Path(tmp)
+        evals = eval_overhead(work, args.repeats)  # (each command starts its own Ray instance)
         start = time.perf_counter()
         ray.init(num_cpus=2, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
         ray_start = time.perf_counter() - start
@@ -126,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             requests = len(srv.chat_requests())
         ray.shutdown()
     report = {
-        "benchmark": "the Ray executor against the local one (simhub tutor-bench --executor ray)",
+        "benchmark": "the Ray executor against the local one (simhub eval and tutor-bench --executor ray)",
         "ray_start_s": round(ray_start, 2),
         "knowsim_overhead": {"items": args.items, "levels": 3, "extractor": args.extractor, "conversations": args.items * 3 * 2,
                              "local_cold_s": round(local[0], 3), "local_warm_s": round(min(local[1:] or local), 3),
@@ -136,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
                              "ratio_vs_cold_local": round(min(remote) / local[0], 2),
                              "ratio_vs_warm_local": round(min(remote) / min(local[1:] or local), 2),
                              "local_s_each": [round(x, 3) for x in local], "ray_s_each": [round(x, 3) for x in remote]},
+        "eval_overhead": {**evals, "ratio_1x2_without_ray_start": round((evals["ray_1x2_s"] - ray_start)
+                                                                        / evals["local_s"], 2)},
         "endpoint_scaling": {
             "latency_s": args.latency, "conversations": conversations, "requests_all_runs": requests,
             "wall_s": {k: round(v, 2) for k, v in scaling.items()},

@@ -31,7 +31,7 @@ from typing import Any
 
 from simhub.errors import ConfigError
 
-__all__ = ["EXECUTORS", "BatchFailure", "Executor", "LocalExecutor", "RayExecutor", "executor_from"]
+__all__ = ["EXECUTORS", "BatchFailure", "Executor", "LocalExecutor", "RayExecutor", "executor_from", "runs_here"]
 
 EXECUTORS = ("local", "ray")
 
@@ -48,7 +48,7 @@ class Executor:
 
     name = "local"
 
-    def map(self, state: Any, method: str, batches: Sequence[Any]) -> Iterator[tuple[int, Any]]:
+    def map(self, state: Any, method: str, batches: Sequence[Any], *, keep: bool = False) -> Iterator[tuple[int, Any]]:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -58,7 +58,7 @@ class Executor:
 class LocalExecutor(Executor):
     """Every batch in this process, in order."""
 
-    def map(self, state: Any, method: str, batches: Sequence[Any]) -> Iterator[tuple[int, Any]]:
+    def map(self, state: Any, method: str, batches: Sequence[Any], *, keep: bool = False) -> Iterator[tuple[int, Any]]:
         call = getattr(state, method)
         for i, batch in enumerate(batches):
             yield i, call(batch)
@@ -95,6 +95,8 @@ class RayExecutor(Executor):
         #: Whether this executor started the Ray instance (and so shuts it down when closed).
         self._owns = False
         self._handles: list[Any] = []
+        #: The worker state the running actors hold (:meth:`map` with ``keep``).
+        self._state: Any = None
 
     def _init(self) -> None:
         if self._started:
@@ -112,16 +114,24 @@ class RayExecutor(Executor):
             self._owns = True
         self._started = True
 
-    def map(self, state: Any, method: str, batches: Sequence[Any]) -> Iterator[tuple[int, Any]]:
+    def map(self, state: Any, method: str, batches: Sequence[Any], *, keep: bool = False) -> Iterator[tuple[int, Any]]:
+        """``keep``: leave the actors running after the last batch, for the next ``map`` over the same
+        ``state`` (the same object: a scorer's metrics, one after the other, on models loaded once per
+        actor); they go when another state comes, on :meth:`close`, or when a map stops part way."""
         if not batches:
             return
         self._init()
         ray = self.ray
-        actor_cls = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_restarts=self.max_retries,
-                               max_task_retries=self.max_retries)(_Worker)
-        state_ref = ray.put(state)
-        n = min(self.actors, len(batches))
-        self._handles = [actor_cls.remote(state_ref) for _ in range(n)]
+        if self._handles and self._state is not state:
+            self._kill()
+        if not self._handles:
+            actor_cls = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_restarts=self.max_retries,
+                                   max_task_retries=self.max_retries)(_Worker)
+            state_ref = ray.put(state)
+            self._handles = [actor_cls.remote(state_ref) for _ in range(self.actors if keep else
+                                                                         min(self.actors, len(batches)))]
+            self._state = state
+        n = min(len(self._handles), len(batches))
         pending: dict[Any, tuple[int, int]] = {}  # object ref -> (batch index, actor index)
         todo = list(range(len(batches)))
         started, done = time.perf_counter(), 0
@@ -148,15 +158,28 @@ class RayExecutor(Executor):
                     print(f"  ray: {done}/{len(batches)} batches ({rate:.2f}/s, {n} actors)", file=sys.stderr)
                 submit(actor)
                 yield i, outcome
-        finally:
-            for h in self._handles:
-                ray.kill(h)
-            self._handles = []
+        except BaseException:  # stopped part way (the driver interrupted): nothing stays behind
+            self._kill()
+            raise
+        if not keep:
+            self._kill()
+
+    def _kill(self) -> None:
+        for h in self._handles:
+            self.ray.kill(h)
+        self._handles, self._state = [], None
 
     def close(self) -> None:
+        if self._handles and self.ray.is_initialized():
+            self._kill()
         if self._owns and self.ray.is_initialized():
             self.ray.shutdown()
         self._started = self._owns = False
+
+
+def runs_here(executor: Executor | None) -> bool:
+    """Whether ``executor`` runs its batches in this process (None counts as local)."""
+    return executor is None or isinstance(executor, LocalExecutor)
 
 
 def _check_address(address: str) -> None:

@@ -46,6 +46,7 @@ from simhub.config import EndpointSettings
 from simhub.config import cache_dir as default_cache_dir
 from simhub.data.annotations import annotation_file_name, holds_label, parse_literal
 from simhub.errors import ConfigError, DataError
+from simhub.executors import BatchFailure, Executor, runs_here
 from simhub.models.base import DEFAULT_MAX_TOKENS, Sampling
 from simhub.models.endpoint_lm import Answer, EndpointLM, ask, chat_request
 from simhub.models.endpoints import KIND_KEY_ENVS, endpoint_config, endpoint_lm, key_names
@@ -396,13 +397,35 @@ def plan_annotation(
 # --------------------------------------------------------------------------- running
 
 
+class AskWork:
+    """A worker's part of the annotation on another executor (:mod:`simhub.executors`): the labeller's
+    endpoint (the worker opens its own client of the same settings); :meth:`run` sends one chunk of
+    request bodies and returns the answers with the calls and cache hits they took."""
+
+    def __init__(self, lm: EndpointLM):
+        self.lm = lm
+
+    def run(self, payloads: list[dict[str, Any]]) -> tuple[list[Answer], int, int]:
+        before = self.lm.client.stats
+        answers = ask(self.lm, payloads)
+        after = self.lm.client.stats
+        return answers, after.calls - before.calls, after.cache_hits - before.cache_hits
+
+
 class _Sender:
     """Sends one stage's requests through the labeller's :class:`EndpointLM`: deduplicated, as one
     Batch API batch or in live chunks (:func:`~simhub.models.endpoint_lm.ask`)."""
 
-    def __init__(self, lm: EndpointLM, settings: AnnotationSettings, progress: Progress | None):
+    def __init__(self, lm: EndpointLM, settings: AnnotationSettings, progress: Progress | None,
+                 executor: Executor | None = None):
         self.lm, self.settings, self.progress = lm, settings, progress
         self.requests = 0
+        #: Live chunks go to this executor's workers (None: sent from here); a Batch API batch is one
+        #: job, sent from here.
+        self.executor = executor
+        self._work = AskWork(lm)
+        #: The calls and cache hits the workers' clients made (added to this client's in the report).
+        self.remote_calls = self.remote_hits = 0
 
     def send(self, stage: str, payloads: Sequence[dict[str, Any]]) -> list[Answer]:
         index: dict[str, int] = {}
@@ -416,8 +439,28 @@ class _Sender:
             slots.append(index[text])
         self.requests += len(unique)
         size = self.settings.chunk_size or max(32, 4 * self.lm.client.config.concurrency)
-        answers = ask(self.lm, unique, chunk_size=size, on_chunk=lambda done, total: self._tell(stage, done, total))
+        if runs_here(self.executor) or self.lm.batch:
+            answers = ask(self.lm, unique, chunk_size=size, on_chunk=lambda done, total: self._tell(stage, done, total))
+        else:
+            answers = self._remote(stage, unique, size)
         return [answers[slot] for slot in slots]
+
+    def _remote(self, stage: str, payloads: list[dict[str, Any]], size: int) -> list[Answer]:
+        """The answers to ``payloads``, sent in chunks of ``size`` from the executor's workers (each
+        worker's client at the endpoint's concurrency); a chunk lost there fails its requests."""
+        chunks = [payloads[k:k + size] for k in range(0, len(payloads), size)]
+        out: list[list[Answer]] = [[] for _ in chunks]
+        done = 0
+        for i, outcome in self.executor.map(self._work, "run", chunks, keep=True):  # type: ignore[union-attr]
+            if isinstance(outcome, BatchFailure):
+                out[i] = [Answer(None, f"lost on the executor: {outcome.cause}") for _ in chunks[i]]
+            else:
+                out[i], calls, hits = outcome
+                self.remote_calls += calls
+                self.remote_hits += hits
+            done += len(chunks[i])
+            self._tell(stage, done, len(payloads))
+        return [a for chunk in out for a in chunk]
 
     def _tell(self, stage: str, done: int, total: int) -> None:
         if self.progress is not None:
@@ -432,6 +475,7 @@ def annotate_splits(
     *,
     annotator: str | None = None,
     progress: Progress | None = None,
+    executor: Executor | None = None,
 ) -> AnnotationReport:
     """Annotate ``splits`` by asking ``endpoint`` and write ``{split}_{annotator}.csv`` files to ``output``.
 
@@ -443,7 +487,8 @@ def annotate_splits(
     ``annotator`` names the files (default: the endpoint's model; a slash becomes ``-``).
     ``progress(stage, done, total)`` is called as answers come in. Failed requests and answers
     are recorded in the cells and the report, never raised; bad input (ids without a key, a
-    missing key variable) raises before anything is sent.
+    missing key variable) raises before anything is sent. ``executor`` (:mod:`simhub.executors`;
+    default: this process) sends the live requests from its workers; this process writes the files.
     """
     settings = settings or AnnotationSettings()
     if isinstance(endpoint, EndpointLM):
@@ -455,7 +500,7 @@ def annotate_splits(
     annotator = annotator or model
     rows = _rows(splits, settings.hash_ids)
     before = client.stats
-    sender = _Sender(lm, settings, progress)
+    sender = _Sender(lm, settings, progress, executor)
     labels = settings.labels
 
     if "questions" in labels:
@@ -506,8 +551,8 @@ def annotate_splits(
     after = client.stats
     report = AnnotationReport(
         requests=sender.requests,
-        cache_hits=after.cache_hits - before.cache_hits,
-        calls=after.calls - before.calls,
+        cache_hits=after.cache_hits - before.cache_hits + sender.remote_hits,
+        calls=after.calls - before.calls + sender.remote_calls,
     )
     for split in splits:
         split_rows = [row for row in rows if row.split == split]

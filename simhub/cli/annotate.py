@@ -86,11 +86,16 @@ def _annotate(args: argparse.Namespace) -> int:
         print(f"total: {plan.total_requests} requests, ~{plan.prompt_tokens:,} prompt tokens (characters / "
               f"{CHARS_PER_TOKEN}){cap}; cached answers will not be sent again")
         return 0
+    from simhub.cli.common import job_executor
+
+    executor = job_executor(args, None)  # (annotate reads no profile: the flags alone)
     lm = annotator_lm(args.model, endpoint, settings)
     progress = None if args.quiet else _Progress()
     try:
-        report = annotate_splits(splits, args.output, lm, settings, annotator=args.annotator, progress=progress)
+        report = annotate_splits(splits, args.output, lm, settings, annotator=args.annotator, progress=progress,
+                                 executor=executor)
     finally:
+        executor.close()
         lm.client.close()  # the shared client's connections (it reopens them if asked again)
         if progress is not None:
             progress.close()
@@ -153,6 +158,9 @@ def register(sub) -> None:
                    help="derive keys for dialogue ids that are not '<QuestionId>-<InterventionId>' (the original id "
                         "goes to a dialogue_id column)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    from simhub.cli.common import add_executor
+
+    add_executor(p, "chunks of live requests")
     p.set_defaults(handler=_annotate)
 
     inner = p.add_subparsers(dest="annotate_command", title="subcommand", metavar="agree DIR_A DIR_B",

@@ -15,6 +15,26 @@ def add_profile(p: argparse.ArgumentParser, default: str = "demo") -> None:
     p.add_argument("--profile", default=default, help=f"profile name or YAML path (default: {default})")
 
 
+def add_executor(p: argparse.ArgumentParser, unit: str = "batches") -> None:
+    """``--executor``, ``--ray-address`` and ``--actors`` (see :func:`job_executor`)."""
+    p.add_argument("--executor", help=f"where the {unit} run: local (this process) or ray (a Ray cluster: "
+                   "--ray-address, else RAY_ADDRESS, else a local instance; docs/guides/scale-out.md) (default: the "
+                   "profile's executor: section, local)")
+    p.add_argument("--ray-address", metavar="HOST:PORT", help="--executor ray: the cluster's address")
+    p.add_argument("--actors", type=int, help="--executor ray: actors (default: the CPUs)")
+
+
+def job_executor(args: argparse.Namespace, profile: Profile | None):
+    """The executor :func:`add_executor`'s flags name, with ``profile``'s ``executor:`` section for what
+    they leave unset; checked (Ray installed, the cluster answering) when it is built, so build it
+    before any model. Close it when the job ends (``with closing(job_executor(...))``)."""
+    from simhub.executors import executor_from
+
+    return executor_from(getattr(args, "executor", None), address=getattr(args, "ray_address", None),
+                         actors=getattr(args, "actors", None), progress=True,
+                         defaults=profile.executor if profile is not None else None)
+
+
 def profile_for(args: argparse.Namespace, *, metrics: list[str] | None = None, simulators: list[str] | None = None,
                 tutors: list[str] | None = None, loaded: Profile | None = None, models: list[str] | None = None
                 ) -> Profile:

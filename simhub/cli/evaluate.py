@@ -14,12 +14,14 @@ import json
 import sys
 
 from simhub.cli.common import (
+    add_executor,
     add_profile,
     all_failed,
     causes,
     check_configured,
     check_output,
     data_file,
+    job_executor,
     metric_list,
     metric_models,
     read_dialogues,
@@ -77,6 +79,9 @@ def _options(args: argparse.Namespace, metrics: list[str] | None = None):
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    from contextlib import closing
+
+    from simhub.config import load_profile
     from simhub.evaluation.runs import _caches, simulate, student_targets, subsample_split
     from simhub.runformat import write_simulations
 
@@ -85,10 +90,12 @@ def _simulate(args: argparse.Namespace) -> int:
     targets = student_targets(subsample_split(read_dialogues(args.data), args.test_subsample), args.data)
     options = _options(args)
     check_output(args.output, folder=False)
-    # simulating needs no metric model: build none
-    _, simulator = _simulator(args, args.simulator, args.data, metrics=[], backend=args.backend)
-    generations, _ = _caches(options)
-    records = simulate(simulator, targets, cache=generations, chunk_size=args.chunk_size)
+    raw = load_profile(args.profile)
+    with closing(job_executor(args, raw)) as executor:  # checked before any model is built
+        # simulating needs no metric model: build none
+        _, simulator = _simulator(args, args.simulator, args.data, metrics=[], loaded=raw, backend=args.backend)
+        generations, _ = _caches(options)
+        records = simulate(simulator, targets, cache=generations, chunk_size=args.chunk_size, executor=executor)
     write_simulations(args.output, records)
     errors = [r.get("error") for r in records if r["candidate"] is None]
     if records and len(errors) == len(records):
@@ -99,6 +106,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from contextlib import closing
+
     import msgspec
 
     from simhub.config import load_profile
@@ -114,11 +123,12 @@ def _eval(args: argparse.Namespace) -> int:
     check_configured(raw, metrics)
     student_targets(read_dialogues(args.data), args.data)
     check_output(args.output, folder=True)
-    profile, simulator = _simulator(args, args.simulator, args.data, metrics=metric_models(metrics), loaded=raw,
-                                    backend=args.backend)
-    record = {"simulator": simulator.config_record() if simulator.kind == "knowledge-state"
-              else build_simulator(args.simulator, raw).config_record(), "scoring": msgspec.to_builtins(raw.scoring)}
-    results = run_eval(profile, simulator, args.data, args.output, options, record=record)
+    with closing(job_executor(args, raw)) as executor:  # checked before any model is built
+        profile, simulator = _simulator(args, args.simulator, args.data, metrics=metric_models(metrics), loaded=raw,
+                                        backend=args.backend)
+        record = {"simulator": simulator.config_record() if simulator.kind == "knowledge-state"
+                  else build_simulator(args.simulator, raw).config_record(), "scoring": msgspec.to_builtins(raw.scoring)}
+        results = run_eval(profile, simulator, args.data, args.output, options, record=record, executor=executor)
     print(format_results(results))
     print(f"run -> {args.output}")
     return _eval_status(results, args.output)
@@ -182,6 +192,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="neither read nor write any cache, endpoint answers included: every request is sent")
     p.add_argument("--chunk-size", type=int, default=64,
                    help="turns simulated per batch; each finished batch is cached, so a killed run loses at most one")
+    add_executor(p, "batches of turns")
     _test_subsample(p)
 
 
@@ -229,6 +240,8 @@ def register(sub) -> None:
 
 
 def _rollout(args: argparse.Namespace) -> int:
+    from contextlib import closing
+
     from simhub.config import load_profile
     from simhub.errors import ConfigError, UnknownNameError
     from simhub.evaluation.rollout import RolloutOptions, rollout, write_rollouts
@@ -236,7 +249,7 @@ def _rollout(args: argparse.Namespace) -> int:
     from simhub.simulation import load_options
     from simhub.simulation.tutor import build_tutor, tutor_names
 
-    for name in ("max_turns", "samples", "max_tokens", "limit"):
+    for name in ("max_turns", "samples", "max_tokens", "limit", "batch"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ConfigError(f"{name}: must be at least 1, got {value}", field=name)
@@ -252,15 +265,16 @@ def _rollout(args: argparse.Namespace) -> int:
         dialogues = dialogues[: args.limit]
     dialogues = subsample_split(dialogues, args.test_subsample)  # after --limit, as the reference truncates first
     check_output(args.output, folder=True)
-    profile, simulator = _simulator(args, args.simulator, args.data, metrics=[], tutors=[args.tutor], loaded=raw,
-                                    backend=args.backend)
-    force = None if args.backend == "profile" else _backend(args.backend)
-    tutor = build_tutor(args.tutor, profile, load_options(profile, backend=force), mode=args.mode)
-    temperature = args.temperature if args.temperature is not None else 0.6
-    options = RolloutOptions(mode=args.mode, max_turns=args.max_turns, temperature=temperature, top_p=args.top_p,
-                             samples=args.samples, seed=args.seed, cache_dir=args.cache_dir, no_cache=args.no_cache,
-                             max_tokens=args.max_tokens)
-    rollouts = rollout(simulator, tutor, dialogues, options)
+    with closing(job_executor(args, raw)) as executor:  # checked before any model is built
+        profile, simulator = _simulator(args, args.simulator, args.data, metrics=[], tutors=[args.tutor], loaded=raw,
+                                        backend=args.backend)
+        force = None if args.backend == "profile" else _backend(args.backend)
+        tutor = build_tutor(args.tutor, profile, load_options(profile, backend=force), mode=args.mode)
+        temperature = args.temperature if args.temperature is not None else 0.6
+        options = RolloutOptions(mode=args.mode, max_turns=args.max_turns, temperature=temperature, top_p=args.top_p,
+                                 samples=args.samples, seed=args.seed, cache_dir=args.cache_dir, no_cache=args.no_cache,
+                                 max_tokens=args.max_tokens, batch=args.batch)
+        rollouts = rollout(simulator, tutor, dialogues, options, executor=executor)
     info = {"simulator": args.simulator, "tutor": args.tutor, "profile": raw.source or raw.name, "data": str(args.data),
             "mode": args.mode, "samples": args.samples, "seed": args.seed, "max_turns": args.max_turns,
             "temperature": temperature, "top_p": args.top_p, "test_subsample": args.test_subsample}
@@ -273,6 +287,8 @@ def _rollout(args: argparse.Namespace) -> int:
 
 
 def _eval_dialogues(args: argparse.Namespace) -> int:
+    from contextlib import closing
+
     from simhub.cli.common import profile_for
     from simhub.config import load_profile
     from simhub.errors import ConfigError
@@ -298,18 +314,19 @@ def _eval_dialogues(args: argparse.Namespace) -> int:
     if want_sensitivity:
         _check_simulator(simulator_name)
     raw = load_profile(args.profile)
-    simulator = tutor = None
-    if want_sensitivity:
-        tutors = [tutor_name] if tutor_name in raw.tutors else []
-        profile, simulator = _simulator(args, simulator_name, args.real, tutors=tutors, loaded=raw)
-        if tutor_name in profile.tutors:
-            tutor = build_tutor(tutor_name, profile, load_options(profile), mode="free")
-    else:
-        profile = profile_for(args, simulators=[], tutors=[], loaded=raw)
-    options = DialogueEvalOptions(n_resamples=args.bootstrap, seed=args.seed, cache_dir=args.cache_dir,
-                                  no_cache=args.no_cache, max_tokens=args.max_tokens,
-                                  sensitivity_prefixes=args.sensitivity_prefixes)
-    results = eval_dialogues(profile, real, sim, options, simulator=simulator, tutor=tutor)
+    with closing(job_executor(args, raw)) as executor:  # checked before any model is built
+        simulator = tutor = None
+        if want_sensitivity:
+            tutors = [tutor_name] if tutor_name in raw.tutors else []
+            profile, simulator = _simulator(args, simulator_name, args.real, tutors=tutors, loaded=raw)
+            if tutor_name in profile.tutors:
+                tutor = build_tutor(tutor_name, profile, load_options(profile), mode="free")
+        else:
+            profile = profile_for(args, simulators=[], tutors=[], loaded=raw)
+        options = DialogueEvalOptions(n_resamples=args.bootstrap, seed=args.seed, cache_dir=args.cache_dir,
+                                      no_cache=args.no_cache, max_tokens=args.max_tokens,
+                                      sensitivity_prefixes=args.sensitivity_prefixes)
+        results = eval_dialogues(profile, real, sim, options, simulator=simulator, tutor=tutor, executor=executor)
     path = write_results(results, args.output, {"kind": "dialogue-level", "real": str(args.real), "sim": str(args.sim),
                                                 "profile": raw.source or raw.name, "simulator": simulator_name,
                                                 "tutor": tutor_name})
@@ -350,6 +367,9 @@ def register_dialogue_level(sub) -> None:
     p.add_argument("--cache-dir", help="content-addressed cache (default: $SIMHUB_HOME/cache)")
     p.add_argument("--no-cache", action="store_true",
                    help="neither read nor write any cache, endpoint answers included")
+    p.add_argument("--batch", type=int, help="dialogues advanced in lockstep together (default: all of them; "
+                   "with --executor ray an even share per actor)")
+    add_executor(p, "batches of dialogues")
     p.set_defaults(handler=_rollout)
 
     p = sub.add_parser("eval-dialogues", help="dialogue-level realism of simulated dialogues against the real ones")
@@ -370,4 +390,5 @@ def register_dialogue_level(sub) -> None:
     p.add_argument("--cache-dir", help="content-addressed cache of labels (default: $SIMHUB_HOME/cache)")
     p.add_argument("--no-cache", action="store_true",
                    help="neither read nor write any cache, endpoint answers included")
+    add_executor(p, "labelling batches")
     p.set_defaults(handler=_eval_dialogues)

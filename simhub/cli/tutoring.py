@@ -11,7 +11,7 @@ import argparse
 import dataclasses
 from typing import TYPE_CHECKING
 
-from simhub.cli.common import add_profile
+from simhub.cli.common import add_executor, add_profile, job_executor
 
 if TYPE_CHECKING:
     from simhub.tutoring.family import BenchContext
@@ -90,13 +90,8 @@ def _tutor_bench(args: argparse.Namespace) -> int:
         return fam.rescore(args, _context(args))
     if not args.tutor:
         raise ConfigError(f"--tutor: name at least one tutor ({fam.tutors_help})", field="tutor")
-    from simhub.executors import executor_from
-
     ctx = _context(args)
-    # checked (Ray installed, the cluster answering) before any model is built; the profile's executor:
-    # section gives what the flags leave unset
-    executor = executor_from(args.executor, address=args.ray_address, actors=args.actors, progress=True,
-                             defaults=ctx.profile.executor)
+    executor = job_executor(args, ctx.profile)  # before any model is built
     try:
         return fam.run(args, learner, dataclasses.replace(ctx, executor=executor))
     finally:
@@ -130,11 +125,7 @@ def register(sub) -> None:
     p.add_argument("--batch", type=int, default=16, help="episodes (conversations, runs) advanced together (default 16)")
     p.add_argument("--bootstrap", type=int, default=2000, help="cluster-bootstrap resamples and permutations "
                    "(default 2000)")
-    p.add_argument("--executor", help="where the batches run: local (this process) or ray (a Ray cluster: "
-                   "--ray-address, else RAY_ADDRESS, else a local instance; docs/guides/scale-out.md) (default: the "
-                   "profile's executor: section, local)")
-    p.add_argument("--ray-address", metavar="HOST:PORT", help="--executor ray: the cluster's address")
-    p.add_argument("--actors", type=int, help="--executor ray: actors (default: the CPUs)")
+    add_executor(p)
     p.add_argument("--cache-dir", help="content-addressed cache (default: $SIMHUB_HOME/cache)")
     p.add_argument("--no-cache", action="store_true", help="read and write no cache (every model call is made)")
     owners: dict[str, str] = {}

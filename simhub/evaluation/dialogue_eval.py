@@ -23,6 +23,7 @@ has labelled KCs) − P(correct within 2 | it does not).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import random
 from collections import defaultdict
@@ -38,6 +39,7 @@ from simhub.config import EmbedderConfig, JudgeConfig, ModelRef, Profile, cache_
 from simhub.errors import DataError
 from simhub.evaluation import dialogue_metrics as dm
 from simhub.evaluation.dialogue_level import DialogueData, DialogueMetric, dialogue_metric_classes
+from simhub.executors import BatchFailure, Executor, runs_here
 from simhub.metrics import MetricContext
 from simhub.metrics.acts import Acts
 from simhub.metrics.cosine import Cosine
@@ -51,6 +53,8 @@ from simhub.runformat import DIALOGUE_RESULTS_FILE, DialogueLevelResults, Dialog
 from simhub.schema import CORRECTNESS_LABELS, Dialogue, Turn, read_jsonl
 from simhub.simulation import Simulator, Target
 from simhub.simulation.tutor import MirrorTutor, Tutor, TutorRequest
+
+log = logging.getLogger("simhub.evaluation")
 
 OFF_TASK_TURNS = (
     "By the way, did you watch any football at the weekend?",
@@ -120,7 +124,10 @@ def _checked(real: Sequence[Dialogue], sim: Sequence[Dialogue]) -> list[str]:
 class Labeller:
     """Labels single student turns (act; correctness) with the profile's models, cached by content."""
 
-    def __init__(self, profile: Profile, cache: ContentCache | None):
+    def __init__(self, profile: Profile, cache: ContentCache | None, executor: Executor | None = None):
+        #: Where the labels are computed (:mod:`simhub.executors`); None: here. Elsewhere each worker
+        #: builds this labeller once (its models loaded there) and this process alone writes the cache.
+        self.executor, self.profile = executor, profile
         s = profile.scoring
         self.load = LoadOptions(backend=s.backend, device=s.device, batch_size=s.batch_size, share_base=s.share_base)
         self.context = MetricContext(load=self.load, mode="benchmark")
@@ -146,23 +153,42 @@ class Labeller:
         return ("no correctness labels: needs a judge endpoint (scoring.metrics.judge kind openai) or a "
                 "correctness classifier (scoring.metrics.correctness_classifier)")
 
-    def _cached(self, kind: str, model_key: str, items: list[tuple[Dialogue, int]], compute) -> list[str | None]:
+    def _cached(self, kind: str, model_key: str, items: list[tuple[Dialogue, int]], compute,
+                method: str) -> list[str | None]:
         keys = [fingerprint([kind, model_key, d.id, [(t.role, t.content) for t in d.turns[: i + 1]]]) for d, i in items]
         out: list[str | None] = [self.cache.get(k) if self.cache else None for k in keys]
         todo = [n for n, v in enumerate(out) if v is None]
         if todo:
-            for n, label in zip(todo, compute([items[n] for n in todo]), strict=True):
+            for n, label in zip(todo, self._computed(method, compute, [items[n] for n in todo]), strict=True):
                 out[n] = label
                 if self.cache is not None and label is not None:
                     self.cache.put(keys[n], label)
         return out
+
+    def _computed(self, method: str, compute, items: list[tuple[Dialogue, int]]) -> list[str | None]:
+        """``compute(items)`` here, or ``method`` over chunks of them on the executor's workers (a chunk
+        lost there has no labels, as a failed judge answer has none)."""
+        if runs_here(self.executor):
+            return compute(items)
+        if self._work is None:
+            self._work = LabelWork(self.profile)
+        chunks = [items[k:k + LABEL_CHUNK] for k in range(0, len(items), LABEL_CHUNK)]
+        out: list[list[str | None]] = [[] for _ in chunks]
+        for i, labels in self.executor.map(self._work, "run", [(method, c) for c in chunks], keep=True):  # type: ignore[union-attr]
+            if isinstance(labels, BatchFailure):
+                log.error("%s: %d turns lost on the executor: %s", method, len(chunks[i]), labels.cause)
+                labels = [None] * len(chunks[i])
+            out[i] = labels
+        return [label for chunk in out for label in chunk]
+
+    _work: LabelWork | None = None
 
     def act_labels(self, items: list[tuple[Dialogue, int]]) -> list[str | None]:
         if self.acts is None:
             return [None] * len(items)
         key = fingerprint(msgspec.to_builtins(self.acts.config))
         return self._cached("act", key, items, lambda xs: self.acts.predict(
-            [(d.turns[:i], d.turns[i].content, d) for d, i in xs]))
+            [(d.turns[:i], d.turns[i].content, d) for d, i in xs]), "act_labels")
 
     def correctness_labels(self, items: list[tuple[Dialogue, int]]) -> list[str | None]:
         if self.correctness_ref is not None:
@@ -173,7 +199,8 @@ class Labeller:
             if clf is not None:  # the demo's: MiniLM features
                 key = fingerprint([msgspec.to_builtins(ref), clf.digest])
                 return self._cached("correctness", key, items, lambda xs: clf.predict_turns(
-                    [(d.turns[:i], d.turns[i].content, d) for d, i in xs], device=self.load.device))
+                    [(d.turns[:i], d.turns[i].content, d) for d, i in xs], device=self.load.device),
+                    "correctness_labels")
 
             def compute(xs):
                 lm = load_lm(ref, self.load)
@@ -182,7 +209,7 @@ class Labeller:
                 best, _ = lm.choose(prompts, options)
                 return [CORRECTNESS_LABELS[b] for b in best]
 
-            return self._cached("correctness", fingerprint(msgspec.to_builtins(ref)), items, compute)
+            return self._cached("correctness", fingerprint(msgspec.to_builtins(ref)), items, compute, "correctness_labels")
         if self.judge is not None and self.judge.kind == "openai":
             judge = self.judge
 
@@ -194,8 +221,30 @@ class Labeller:
                     out.append(next((lab for lab in CORRECTNESS_LABELS if word and word[0].startswith(lab)), None))
                 return out
 
-            return self._cached("correctness-judge", fingerprint(judge.model), items, ask)
+            return self._cached("correctness-judge", fingerprint(judge.model), items, ask, "correctness_labels")
         return [None] * len(items)
+
+
+#: Turns per chunk a worker labels (:meth:`Labeller._computed`).
+LABEL_CHUNK = 64
+
+
+class LabelWork:
+    """A worker's part of the labelling on another executor: a :class:`Labeller` of the same profile,
+    with no cache (the driver writes it), built on the worker on first use; :meth:`run` labels a chunk."""
+
+    def __init__(self, profile: Profile):
+        self.profile = profile
+        self._labeller: Labeller | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"profile": self.profile, "_labeller": None}
+
+    def run(self, batch: tuple[str, list[tuple[Dialogue, int]]]) -> list[str | None]:
+        method, items = batch
+        if self._labeller is None:
+            self._labeller = Labeller(self.profile, None)
+        return getattr(self._labeller, method)(items)
 
 
 def ask_judge(judge: JudgeConfig, prompts: Sequence[list[dict[str, str]]]) -> list[Answer]:
@@ -381,9 +430,11 @@ def _undefined_on_error(metric: DialogueMetric, output: str) -> Callable[[np.nda
 
 
 def eval_dialogues(profile: Profile, real: list[Dialogue], sim: list[Dialogue], options: DialogueEvalOptions | None = None,
-                   *, simulator: Simulator | None = None, tutor: Tutor | None = None) -> dict:
+                   *, simulator: Simulator | None = None, tutor: Tutor | None = None,
+                   executor: Executor | None = None) -> dict:
     """Every registered dialogue-level statistic with its dialogue-bootstrap 95% CI (see the module
-    docstring and :mod:`simhub.evaluation.dialogue_level`)."""
+    docstring and :mod:`simhub.evaluation.dialogue_level`). ``executor`` (:mod:`simhub.executors`;
+    default: this process) labels the turns; the statistics are computed here."""
     from simhub.stats import cluster_bootstrap
 
     options = options or DialogueEvalOptions()
@@ -391,7 +442,7 @@ def eval_dialogues(profile: Profile, real: list[Dialogue], sim: list[Dialogue], 
     sim = [d for d in sim if not (d.meta and d.meta.get("failed"))]
     real_ids = _checked(real, sim)
     cache = None if options.no_cache else ContentCache(cache_root(options.cache_dir), "labels")
-    labeller = Labeller(profile, cache)
+    labeller = Labeller(profile, cache, executor)
     bar = tqdm(total=5, desc="eval-dialogues", disable=not options.progress)
     real_l, sim_l = _labelled(real, labeller), _labelled(sim, labeller)
     bar.update(1)

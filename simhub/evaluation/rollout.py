@@ -27,6 +27,7 @@ import msgspec
 from simhub.cache import ContentCache, fingerprint
 from simhub.config import cache_root
 from simhub.evaluation.runs import simulate
+from simhub.executors import BatchFailure, Executor, runs_here
 from simhub.models import Sampling
 from simhub.progress import tqdm
 from simhub.runformat import (
@@ -56,6 +57,9 @@ class RolloutOptions:
     max_tokens: int = 400
     samples: int = 1
     seed: int = 0
+    #: Dialogues advanced in lockstep together (None: every one here; on another executor, an even
+    #: share per actor). With the same batches, an executor's rollouts are the local ones.
+    batch: int | None = None
     cache_dir: str | None = None
     no_cache: bool = False
     progress: bool = True
@@ -87,10 +91,51 @@ def _step_seed(seed: int, sample: int, step: int, side: str) -> int:
     return int(fingerprint([seed, sample, step, side])[:8], 16)
 
 
-def rollout(simulator: Simulator, tutor: Tutor, dialogues: Sequence[Dialogue], options: RolloutOptions | None = None
-            ) -> list[Dialogue]:
-    """``options.samples`` rollouts of each dialogue (see the module docstring)."""
+class RolloutWork:
+    """A worker's part of :func:`rollout` on another executor (:mod:`simhub.executors`): copies of the
+    simulator and the tutor (their models loaded on the worker once) and the options; :meth:`run`
+    rolls out one batch of dialogues."""
+
+    def __init__(self, simulator: Simulator, tutor: Tutor, options: RolloutOptions):
+        self.simulator, self.tutor = simulator, tutor
+        self.options = dataclasses.replace(options, progress=False)
+
+    def run(self, dialogues: list[Dialogue]) -> list[Dialogue]:
+        return _rollout(self.simulator, self.tutor, dialogues, self.options)
+
+
+def rollout(simulator: Simulator, tutor: Tutor, dialogues: Sequence[Dialogue], options: RolloutOptions | None = None,
+            *, executor: Executor | None = None) -> list[Dialogue]:
+    """``options.samples`` rollouts of each dialogue (see the module docstring), in the dialogues'
+    order. ``options.batch`` dialogues advance in lockstep together (None: all of them here, an even
+    share of the actors' elsewhere); on another ``executor`` each batch runs on a worker, which writes
+    the per-turn cache, and a batch lost there fails its dialogues with the cause."""
     options = options or RolloutOptions()
+    dialogues = list(dialogues)
+    if runs_here(executor) and options.batch is None:
+        return _rollout(simulator, tutor, dialogues, options)
+    size = options.batch or max(1, -(-len(dialogues) // max(1, getattr(executor, "actors", 1))))
+    batches = [dialogues[k:k + size] for k in range(0, len(dialogues), size)]
+    out: list[list[Dialogue]] = [[] for _ in batches]
+    bar = tqdm(total=len(dialogues), desc="rollout", unit="dialogue", disable=not options.progress, dynamic_ncols=True)
+    if runs_here(executor):
+        inner = dataclasses.replace(options, progress=False)
+        finished = ((i, _rollout(simulator, tutor, batch, inner)) for i, batch in enumerate(batches))
+    else:
+        finished = executor.map(RolloutWork(simulator, tutor, options), "run", batches)  # type: ignore[union-attr]
+    for i, outcome in finished:
+        if isinstance(outcome, BatchFailure):
+            lost = [_State(d, k, [], done=True, end="failed", failed=f"lost on the executor: {outcome.cause}")
+                    for d in batches[i] for k in range(options.samples)]
+            outcome = _finished(lost, simulator, tutor, options)
+        out[i] = outcome
+        bar.update(len(batches[i]))
+    bar.close()
+    return [d for batch in out for d in batch]
+
+
+def _rollout(simulator: Simulator, tutor: Tutor, dialogues: Sequence[Dialogue], options: RolloutOptions) -> list[Dialogue]:
+    """Every dialogue's rollouts, in lockstep."""
     mirror = options.mode == "mirror"
     cache = None if options.no_cache else ContentCache(cache_root(options.cache_dir), "rollouts")
     tutor_key = tutor.fingerprint() if tutor.cacheable else None
@@ -127,6 +172,10 @@ def rollout(simulator: Simulator, tutor: Tutor, dialogues: Sequence[Dialogue], o
         if not s.done:
             s.done, s.end = True, "max_turns"
     bar.close()
+    return _finished(states, simulator, tutor, options)
+
+
+def _finished(states: list[_State], simulator: Simulator, tutor: Tutor, options: RolloutOptions) -> list[Dialogue]:
     out = []
     for s in states:
         d = s.dialogue()

@@ -27,6 +27,7 @@ from simhub.cache import ContentCache, fingerprint
 from simhub.config import Profile, cache_root
 from simhub.errors import ConfigError, DataError
 from simhub.evaluation.rundir import RESULTS_FILE, SCORES_FILE, is_missing_label, load_run
+from simhub.executors import Executor
 from simhub.metrics import Metric, ScoreItem, outputs
 from simhub.models import Sampling
 from simhub.runformat import (
@@ -43,6 +44,7 @@ from simhub.runformat import (
 from simhub.schema import Dialogue, read_jsonl
 from simhub.scoring import Scorer
 from simhub.simulation import SimulationResult, Simulator, Target
+from simhub.simulation.work import simulated
 
 SIMULATIONS = SIMULATIONS_FILE
 #: Seed of the reference's random test subsample (the paper's ablation table).
@@ -79,7 +81,8 @@ def student_targets(dialogues: Sequence[Dialogue], where: str = "data") -> list[
 
 
 def simulate(simulator: Simulator, targets: Sequence[Target], *, sampling: Sampling | None = None,
-             cache: ContentCache | None = None, chunk_size: int = 64, progress: bool = True) -> list[dict]:
+             cache: ContentCache | None = None, chunk_size: int = 64, progress: bool = True,
+             executor: Executor | None = None) -> list[dict]:
     """One record per target: ``{dialogue_id, turn_index, candidate, simulator, finish_reason,
     end_of_dialogue}``, or ``candidate: null`` with ``error`` when the simulator failed on it (the
     fields of a :class:`~simhub.runformat.SimulationLine`, which ``simulations.jsonl`` holds).
@@ -87,19 +90,21 @@ def simulate(simulator: Simulator, targets: Sequence[Target], *, sampling: Sampl
     Answers are cached under a hash of the simulator, its prompt and the decoding settings as soon as
     each chunk finishes; failures are not cached, so a rerun retries them. The ICL baseline's
     retrieved examples are cached with them, so that a rerun needs no embedder to build its prompts.
+    On another ``executor`` (:mod:`simhub.executors`) the chunks run on its workers, each loading the
+    simulator's model once; this process alone writes the cache. A chunk lost there fails its turns.
     """
     retriever = getattr(simulator, "retriever", None)
     if retriever is None or cache is None or not cache.enabled or not simulator.cacheable:
-        return _simulate(simulator, targets, sampling, cache, chunk_size, progress)
+        return _simulate(simulator, targets, sampling, cache, chunk_size, progress, executor)
     saved, retriever.store = retriever.store, cache
     try:
-        return _simulate(simulator, targets, sampling, cache, chunk_size, progress)
+        return _simulate(simulator, targets, sampling, cache, chunk_size, progress, executor)
     finally:
         retriever.store = saved
 
 
 def _simulate(simulator: Simulator, targets: Sequence[Target], sampling: Sampling | None, cache: ContentCache | None,
-              chunk_size: int, progress: bool) -> list[dict]:
+              chunk_size: int, progress: bool, executor: Executor | None = None) -> list[dict]:
     use_cache = cache is not None and cache.enabled and simulator.cacheable
     base_key = simulator.fingerprint() if use_cache else ""
     decoding = dataclasses.asdict(sampling) if sampling is not None else "default"
@@ -122,9 +127,8 @@ def _simulate(simulator: Simulator, targets: Sequence[Target], sampling: Samplin
 
     bar = tqdm(total=len(targets), initial=len(targets) - len(todo), desc=f"simulate {simulator.id}", unit="turn",
                disable=not progress, dynamic_ncols=True)
-    for start in range(0, len(todo), max(1, chunk_size)):
-        chunk = todo[start : start + chunk_size]
-        results = simulator.simulate([targets[n] for n in chunk], sampling)
+    chunks = [todo[start : start + max(1, chunk_size)] for start in range(0, len(todo), max(1, chunk_size))]
+    for chunk, results in simulated(simulator, targets, chunks, sampling, executor):
         for n, result in zip(chunk, results, strict=True):
             record = _record(simulator.id, targets[n], result)
             records[n] = record
@@ -171,35 +175,36 @@ def _caches(options: EvalOptions) -> tuple[ContentCache | None, ContentCache | N
 
 
 def run_eval(profile: Profile, simulator: Simulator, data: str | os.PathLike[str], output: str | os.PathLike[str],
-             options: EvalOptions | None = None, *, record: dict | None = None) -> dict:
+             options: EvalOptions | None = None, *, record: dict | None = None, executor: Executor | None = None) -> dict:
     """Simulate and score every student turn of ``data`` with ``simulator``; write the run directory.
 
     ``profile`` must be provisioned (concrete model references). ``record`` is what ``results.json``
     says about the configuration (by default the simulator's and the profile's scoring section; the
     command line passes them as written, with Hub ids and ``demo:`` names instead of local folders).
     Returns ``results.json``'s content. ``options.no_cache`` also keeps endpoint clients off their
-    response caches for the run.
+    response caches for the run. ``executor`` (:mod:`simhub.executors`; default: this process) runs
+    the simulation's and every metric's chunks; the files are the ones a local run writes.
     """
     options = options or EvalOptions()
     if not options.no_cache:  # (the endpoint clients' module is imported only to switch their caches off)
-        return _run_eval(profile, simulator, data, output, options, record)
+        return _run_eval(profile, simulator, data, output, options, record, executor)
     from simhub.models.openai import response_cache_off
 
     with response_cache_off():
-        return _run_eval(profile, simulator, data, output, options, record)
+        return _run_eval(profile, simulator, data, output, options, record, executor)
 
 
 def _run_eval(profile: Profile, simulator: Simulator, data: str | os.PathLike[str], output: str | os.PathLike[str],
-              options: EvalOptions, record: dict | None) -> dict:
+              options: EvalOptions, record: dict | None, executor: Executor | None = None) -> dict:
     data, output = Path(data), Path(output)
     dialogues = subsample_split(read_jsonl(data), options.test_subsample)
     targets = student_targets(dialogues, str(data))
     generations, scores_cache = _caches(options)
-    scorer = Scorer.from_profile(profile, mode="benchmark", cache=scores_cache)
+    scorer = Scorer.from_profile(profile, mode="benchmark", cache=scores_cache, executor=executor)
     metrics = scorer.resolve_metrics(options.metrics)
 
     sims = simulate(simulator, targets, sampling=options.sampling, cache=generations, chunk_size=options.chunk_size,
-                    progress=options.progress)
+                    progress=options.progress, executor=executor)
     output.mkdir(parents=True, exist_ok=True)
     write_simulations(output / SIMULATIONS, sims)
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from simhub.cache import ContentCache, fingerprint_of_json
 from simhub.config import CandidateRules, Limits, Profile, ScoringConfig
 from simhub.errors import ConfigError, SchemaError
+from simhub.executors import BatchFailure, Executor, runs_here
 from simhub.metrics import Metric, MetricContext, MetricResult, ScoreItem, check_metric_names, metric_classes
 from simhub.models import LoadOptions
 from simhub.prompts import cut_end_marker, remove_end_marker
@@ -69,7 +70,8 @@ class Scorer:
     """
 
     def __init__(self, scoring: ScoringConfig | None = None, *, load: LoadOptions | None = None,
-                 mode: str = "service", limits: Limits | None = None, cache: ContentCache | None = None):
+                 mode: str = "service", limits: Limits | None = None, cache: ContentCache | None = None,
+                 executor: Executor | None = None):
         self.config = scoring or ScoringConfig()
         load = load or LoadOptions(backend=self.config.backend, device=self.config.device,
                                    batch_size=self.config.batch_size, share_base=self.config.share_base)
@@ -77,6 +79,10 @@ class Scorer:
         self.limits = limits or Limits()
         #: Per-item metric results by content (None: no cache); a rerun scores nothing twice.
         self.cache = cache
+        #: Where the chunks are scored (:mod:`simhub.executors`); None: here. Elsewhere each worker
+        #: builds this scorer's metrics once, and this process alone writes the cache.
+        self.executor = executor
+        self._work: ScoreWork | None = None
         #: Metric instances by registry name, for the metrics this profile configures.
         self.instances: dict[str, Metric] = {}
         for name, cls in metric_classes().items():
@@ -85,11 +91,12 @@ class Scorer:
                 self.instances[name] = metric
 
     @classmethod
-    def from_profile(cls, profile: Profile, *, mode: str = "service", cache: ContentCache | None = None) -> Scorer:
+    def from_profile(cls, profile: Profile, *, mode: str = "service", cache: ContentCache | None = None,
+                     executor: Executor | None = None) -> Scorer:
         s = profile.scoring
         load = LoadOptions(backend=s.backend, device=s.device, batch_size=s.batch_size, share_base=s.share_base,
                            vllm=profile.serving.vllm)
-        return cls(s, load=load, mode=mode, limits=profile.serving.limits, cache=cache)
+        return cls(s, load=load, mode=mode, limits=profile.serving.limits, cache=cache, executor=executor)
 
     # ------------------------------------------------------------------ metrics
 
@@ -202,14 +209,8 @@ class Scorer:
             todo = [n for n in todo if n not in done]
         size = max(1, self.config.chunk_size)
         bar = _bar(len(todo), name, progress and len(todo) > size)
-        for start in range(0, len(todo), size):
-            chunk = todo[start : start + size]
-            try:
-                out = metric.score([prepared[n] for n in chunk])
-            except Exception as exc:  # a model failure nulls this chunk, with its cause, and is logged
-                log.exception("metric %s failed on %d items", name, len(chunk))
-                reason = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
-                out = [MetricResult.null(wanted, reason, transient=True) for _ in chunk]
+        chunks = [todo[start : start + size] for start in range(0, len(todo), size)]
+        for chunk, out in self._scored(name, metric, wanted, prepared, chunks):
             for n, r in zip(chunk, out, strict=True):
                 done[n] = r
                 if self.cache is not None and not r.transient:
@@ -235,11 +236,53 @@ class Scorer:
                 results[n].details[name] = r.details
         return {o: e for o, e in extras.items() if o in wanted}
 
+    def _scored(self, name: str, metric: Metric, wanted: list[str], prepared: dict[int, ScoreItem],
+                chunks: list[list[int]]) -> Iterator[tuple[list[int], list[MetricResult]]]:
+        """Each chunk with its results as they finish, here or on the executor's workers. A model
+        failure (or a chunk the executor lost) nulls the chunk with its cause, and is logged."""
+        if runs_here(self.executor):
+            for chunk in chunks:
+                try:
+                    yield chunk, metric.score([prepared[n] for n in chunk])
+                except Exception as exc:
+                    log.exception("metric %s failed on %d items", name, len(chunk))
+                    reason = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
+                    yield chunk, [MetricResult.null(wanted, reason, transient=True) for _ in chunk]
+            return
+        if self._work is None:  # one worker state for every metric: the actors build the scorer once
+            self._work = ScoreWork(self.config, self.context.load, self.context.mode, self.limits)
+        batches = [(name, [prepared[n] for n in chunk]) for chunk in chunks]
+        for i, out in self.executor.map(self._work, "run", batches, keep=True):  # type: ignore[union-attr]
+            if isinstance(out, BatchFailure):
+                log.error("metric %s failed on %d items on the executor: %s", name, len(chunks[i]), out.cause)
+                out = [MetricResult.null(wanted, f"failed: {out.cause[:200]}", transient=True) for _ in chunks[i]]
+            yield chunks[i], out
+
     @staticmethod
     def _set(result: ItemResult, output: str, value: float | None, reason: str | None) -> None:
         result.scores[output] = value
         if value is None:
             result.details.setdefault("null_reasons", {})[output] = reason or "no value"
+
+
+class ScoreWork:
+    """A worker's part of :meth:`Scorer.score` on another executor (:mod:`simhub.executors`): a scorer
+    of the same settings, built on the worker on first use (its models loaded there once); :meth:`run`
+    scores one chunk with one metric."""
+
+    def __init__(self, scoring: ScoringConfig, load: LoadOptions, mode: str, limits: Limits):
+        self.settings = (scoring, load, mode, limits)
+        self._scorer: Scorer | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"settings": self.settings, "_scorer": None}
+
+    def run(self, batch: tuple[str, list[ScoreItem]]) -> list[MetricResult]:
+        name, items = batch
+        if self._scorer is None:
+            scoring, load, mode, limits = self.settings
+            self._scorer = Scorer(scoring, load=load, mode=mode, limits=limits)
+        return self._scorer.instances[name].score(items)
 
 
 def _bar(total: int, desc: str, show: bool):

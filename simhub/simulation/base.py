@@ -169,6 +169,14 @@ class LMSimulator(Simulator):
     def load(self) -> LanguageModel:
         return self.model()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy for another executor's worker (:mod:`simhub.executors`): without a loaded model,
+        which the worker loads for itself on first use."""
+        state = self.__dict__.copy()
+        if "lm" in state:
+            state["lm"] = None
+        return state
+
     def messages(self, target: Target) -> list[dict[str, str]]:
         if self.config.baseline:  # one of the paper's prompted baselines
             example = self.retriever.example(target.dialogue) if self.config.baseline == "icl" and self.retriever else None

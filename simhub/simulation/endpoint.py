@@ -68,6 +68,11 @@ class IclRetriever:
         self.store: ContentCache | None = None
         self._pool_key: str | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy for another executor's worker: the examples found so far, no store (the driver
+        alone writes the cache)."""
+        return {**self.__dict__, "store": None}
+
     @property
     def pool(self) -> list[Dialogue]:
         """The pool dialogues that have a profile (loaded on first use)."""

@@ -116,6 +116,13 @@ class LMTutor(Tutor):
     def sampling_for(self, sampling: Sampling) -> Sampling:
         return sampling
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy for another executor's worker (:mod:`simhub.executors`): without a loaded model."""
+        state = self.__dict__.copy()
+        if "lm" in state:
+            state["lm"] = None
+        return state
+
     def generate(self, prompts: list[list[dict[str, str]]], sampling: Sampling) -> list[GenerationResult] | TutorFailure:
         """The model's results (a failed request is one with ``error``), or a failure of the whole batch."""
         return self.model().generate(prompts, sampling)  # type: ignore[arg-type]

@@ -41,6 +41,7 @@ from typing import Any
 
 from simhub.config import Profile
 from simhub.errors import ConfigError, require
+from simhub.executors import Executor
 from simhub.models.cpu import apply_thread_policy
 from simhub.schema import Dialogue, iter_jsonl, write_jsonl
 from simhub.training.config import TrainRecipe
@@ -205,8 +206,11 @@ class Context:
     """What the stages share: the recipe, the output folder, resolved model paths, the reward
     profile (already provisioned) and the dialogues of each split, loaded once."""
 
-    def __init__(self, recipe: TrainRecipe, output_dir: Path, resume: bool, resolved: dict[str, str], profile: Profile):
+    def __init__(self, recipe: TrainRecipe, output_dir: Path, resume: bool, resolved: dict[str, str], profile: Profile,
+                 executor: Executor | None = None):
         self.recipe, self.output_dir, self.resume, self.resolved, self.profile = recipe, output_dir, resume, resolved, profile
+        #: Where the sampling and scoring chunks run (None: here).
+        self.executor = executor
         self._dialogues: dict[str, list[Dialogue]] = {}
 
     @property
@@ -268,6 +272,7 @@ def candidate_text(candidate) -> str:
 
 def stage_generate(ctx: Context) -> list[dict]:
     from simhub.models import Sampling
+    from simhub.simulation.work import simulate_chunks
 
     dpo, recipe = ctx.recipe.dpo, ctx.recipe
     simulator = ctx.simulator()
@@ -278,7 +283,7 @@ def stage_generate(ctx: Context) -> list[dict]:
              f"{sum(long)} with prompts of {recipe.max_prompt_chars}+ characters, scored but not paired")
         sampling = Sampling(temperature=dpo.temperature, top_p=dpo.top_p, top_k=dpo.top_k, max_tokens=dpo.max_new_tokens,
                             n=dpo.num_candidates, seed=recipe.seed)
-        results = simulator.simulate(targets, sampling, progress=True)
+        results = simulate_chunks(simulator, targets, sampling, ctx.executor, chunk_size=dpo.generation_batch_size * 4)
         records += [{"split": split, "dialogue_id": t.dialogue.id, "turn_index": t.turn_index, "long_prompt": too_long,
                      "candidates": dedup([candidate_text(c) for c in r.candidates])}
                     for t, r, too_long in zip(targets, results, long, strict=True)]
@@ -305,7 +310,7 @@ def stage_score(ctx: Context) -> list[dict]:
     from simhub.scoring import Scorer
 
     records = list(iter_jsonl(ctx.path("generate"), type=dict))
-    scorer = Scorer.from_profile(ctx.profile, mode="benchmark")
+    scorer = Scorer.from_profile(ctx.profile, mode="benchmark", executor=ctx.executor)
     metrics = reward_metrics(ctx, scorer.metrics)
     out = [{**{k: rec[k] for k in ("split", "dialogue_id", "turn_index")}, "long_prompt": rec.get("long_prompt", False),
             "candidates": [{"text": t} for t in rec["candidates"]]} for rec in records]
@@ -433,18 +438,19 @@ STAGE_FUNCTIONS: dict[str, Callable[[Context], Any]] = {
 
 
 def run_dpo(recipe: TrainRecipe, output_dir: str | os.PathLike[str], profile: Profile, resume: bool = False,
-            until: str = "train") -> dict:
+            until: str = "train", executor: Executor | None = None) -> dict:
     """Run the stages whose artifacts are missing, in order, up to and including ``until``.
 
     ``profile`` gives the reward models (the recipe's ``dpo.scoring_profile``, already provisioned
-    by the caller).
+    by the caller). ``executor`` (:mod:`simhub.executors`; default: this process) runs the candidate
+    sampling and scoring chunks; training runs here.
     """
     from simhub.training.common import release_models, write_json
     from simhub.training.config import check_resources
 
     if until not in STAGES:
         raise ConfigError(f"until: {until!r} is not one of {', '.join(STAGES)}", field="until")
-    ctx = Context(recipe, Path(output_dir), resume, check_resources(recipe), profile)
+    ctx = Context(recipe, Path(output_dir), resume, check_resources(recipe), profile, executor)
     ctx.output_dir.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {}
     for stage in STAGES[: STAGES.index(until) + 1]:

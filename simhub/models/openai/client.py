@@ -76,6 +76,15 @@ class OpenAIClient(_BatchAPI):
             asyncio.AbstractEventLoop, tuple[Any, asyncio.Semaphore]
         ] = weakref.WeakKeyDictionary()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy for another process (an executor's worker, :mod:`simhub.executors`) is the settings
+        alone, which name the key's variable and never hold the key: it opens its own connections,
+        and counts from zero."""
+        return {"config": self.config}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["config"])  # type: ignore[misc]
+
     def __repr__(self) -> str:
         return (
             f"OpenAIClient(base_url={self._display_url!r}, model={self.config.model!r}, "
