@@ -478,6 +478,8 @@ def resolve_recipe(recipe):
     recipe = replace(recipe, base_model=resolve_model(recipe.base_model))
     if recipe.dpo.sft_adapter and recipe.dpo.sft_adapter.startswith(PROVISIONED_SCHEMES):
         recipe = replace(recipe, dpo=replace(recipe.dpo, sft_adapter=resolve_model(recipe.dpo.sft_adapter)))
+    if recipe.grpo.sft_adapter and recipe.grpo.sft_adapter.startswith(PROVISIONED_SCHEMES):
+        recipe = replace(recipe, grpo=replace(recipe.grpo, sft_adapter=resolve_model(recipe.grpo.sft_adapter)))
     return recipe
 
 
@@ -493,6 +495,20 @@ def metric_models(metrics: list[str] | None) -> list[str] | None:
 
     table = outputs()
     return sorted({table[m][0].config_key for m in metrics if table[m][0].config_key})
+
+
+def grpo_reward_profile(recipe: TrainRecipe) -> Profile:
+    """The profile whose metric models give a ``student-grpo`` recipe's reward and its held-out
+    metrics: its ``grpo.scoring_profile`` cut down to those metrics' models (all, when the reward's
+    are unset), with no simulators or tutors, provisioned."""
+    from simhub.config import load_profile
+
+    grpo = recipe.grpo
+    profile = load_profile(grpo.scoring_profile)
+    wanted = None if grpo.reward_metrics is None else [*grpo.reward_metrics, *(grpo.held_out_metrics or [])]
+    if wanted is not None and grpo.held_out_metrics is not None:
+        profile = restrict(profile, metrics=metric_models(wanted))
+    return provision_profile(restrict(profile, simulators=[], tutors=[]))
 
 
 def dpo_reward_profile(recipe: TrainRecipe) -> Profile:

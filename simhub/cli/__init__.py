@@ -35,7 +35,7 @@ COMMAND_MODULES = (
 
 #: The extra each command needs beyond the core install (what ``pip install 'simhub[EXTRA]'`` to name
 #: when an optional module is missing); commands not listed name the extra of the missing module.
-COMMAND_EXTRAS = {"serve": "serve", "train": "train", "dpo": "train", "tiny": "metrics", "smol": "metrics", "score": "metrics",
+COMMAND_EXTRAS = {"serve": "serve", "train": "train", "dpo": "train", "grpo": "train", "tiny": "metrics", "smol": "metrics", "score": "metrics",
                   "kt-cutoffs": "metrics", "prompt": "metrics", "simulate": "metrics", "eval": "metrics",
                   "annotate": "metrics", "report": "report", "publish": "publish"}
 #: The page that documents each command (named at the end of its ``--help``); every command is also
@@ -46,6 +46,7 @@ COMMAND_DOCS = {
     "tiny": "docs/getting-started/fresh-machine.md", "score": "docs/guides/score.md",
     "kt-cutoffs": "docs/guides/score.md", "prompt": "docs/guides/profiles.md",
     "train": "docs/guides/train-publish.md", "dpo": "docs/guides/train-publish.md",
+    "grpo": "docs/guides/rewards.md",
     "publish": "docs/guides/train-publish.md", "pull": "docs/guides/train-publish.md",
     "serve": "docs/guides/serve.md", "simulate": "docs/guides/evaluate.md", "eval": "docs/guides/evaluate.md",
     "compare": "docs/guides/evaluate.md", "report": "docs/guides/evaluate.md",

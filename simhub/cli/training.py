@@ -5,6 +5,7 @@
     accelerate launch --config_file training/accelerate/single_gpu.yaml -m simhub \\
         train student-sft-8b --output-dir runs/student-sft-8b
     simhub dpo tiny-student-dpo --output-dir runs/tiny-student-dpo
+    simhub grpo tiny-student-grpo --output-dir runs/tiny-student-grpo
     simhub publish runs/student-sft-8b --repo-id my-org/simhub-student-sft-8b --private [--results RUN_DIR]
     simhub pull my-org/simhub-student-sft-8b --output-dir models/student-sft-8b
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from simhub.cli.common import check_output
+from simhub.cli.common import add_executor, check_output
 from simhub.errors import ConfigError
 
 
@@ -28,8 +29,11 @@ def _recipe(args: argparse.Namespace):
 def _train(args: argparse.Namespace) -> int:
     from simhub.training import load_recipe, train
 
-    if load_recipe(args.recipe, args.set or []).kind == "student-dpo":
+    kind = load_recipe(args.recipe, args.set or []).kind
+    if kind == "student-dpo":
         return _dpo(args)
+    if kind == "student-grpo":
+        return _grpo(args)
     check_output(args.output_dir, folder=True, field="output_dir")
     train(_recipe(args), args.output_dir, resume=args.resume)
     return 0
@@ -44,9 +48,32 @@ def _dpo(args: argparse.Namespace) -> int:
     if kind != "student-dpo":
         raise ConfigError(f"{args.recipe}: kind is {kind!r}; simhub dpo needs a student-dpo recipe", field="kind")
     check_output(args.output_dir, folder=True, field="output_dir")
-    recipe = _recipe(args)  # builds a provisioned base model: after every check
-    run_dpo(recipe, args.output_dir, dpo_reward_profile(recipe), resume=args.resume,
-            until=getattr(args, "until", "train"))
+    from contextlib import closing
+
+    from simhub.cli.common import job_executor
+    from simhub.config import load_profile
+
+    # the executor (checked before any model is built) takes its defaults from the reward profile
+    scoring_profile = load_recipe(args.recipe, args.set or []).dpo.scoring_profile
+    with closing(job_executor(args, load_profile(scoring_profile))) as executor:
+        recipe = _recipe(args)  # builds a provisioned base model: after every check
+        run_dpo(recipe, args.output_dir, dpo_reward_profile(recipe), resume=args.resume,
+                until=getattr(args, "until", "train"), executor=executor)
+    return 0
+
+
+def _grpo(args: argparse.Namespace) -> int:
+    from simhub.provision import grpo_reward_profile
+    from simhub.training import load_recipe
+    from simhub.training.grpo import run_grpo
+
+    kind = load_recipe(args.recipe, args.set or []).kind
+    if kind != "student-grpo":
+        raise ConfigError(f"{args.recipe}: kind is {kind!r}; simhub grpo needs a student-grpo recipe", field="kind")
+    check_output(args.output_dir, folder=True, field="output_dir")
+    recipe = _recipe(args)  # builds a provisioned base model and SFT adapter: after every check
+    results = run_grpo(recipe, args.output_dir, grpo_reward_profile(recipe), resume=args.resume)
+    print(json.dumps(results, indent=2, default=str))
     return 0
 
 
@@ -84,7 +111,13 @@ def register(sub) -> None:
     _recipe_args(p, "tiny-student-dpo, student-dpo-8b")
     p.add_argument("--until", choices=["generate", "score", "pairs", "train"], default="train",
                    help="stop after this stage (default: run all)")
+    add_executor(p, "candidate sampling and scoring batches")
     p.set_defaults(handler=_dpo)
+
+    p = sub.add_parser("grpo", help="online RL: sample groups of student turns, reward them with the realism "
+                                    "metrics, update (GRPO, beyond the paper)")
+    _recipe_args(p, "tiny-student-grpo, student-grpo-8b")
+    p.set_defaults(handler=_grpo)
 
     p = sub.add_parser("publish", help="upload a trained adapter with its model card to the Hub")
     p.add_argument("model_dir", metavar="MODEL_DIR", help="a simhub train or dpo output folder")

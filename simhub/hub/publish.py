@@ -38,6 +38,10 @@ _KIND_INFO: dict[str, dict[str, str]] = {
                     "pipeline_tag": "text-generation",
                     "objective": "DPO on preference pairs of sampled student turns ranked by the realism metrics, "
                                  "SFT adapter as frozen reference"},
+    "student-grpo": {"template": "student.md", "role": "student simulator (SFT + online RL / GRPO)",
+                     "pipeline_tag": "text-generation",
+                     "objective": "GRPO on groups of sampled student turns rewarded by the realism metrics (their "
+                                  "weighted mean against the real turn), KL to the SFT adapter"},
     "tutor-sft": {"template": "metric_model.md", "role": "tutor model", "metric": "tutor_response",
                   "pipeline_tag": "text-generation", "objective": "next-token NLL of the tutor turns",
                   "prompt_function": "`tutor_messages`", "readout": "the likelihood of the real next tutor turn"},
@@ -88,6 +92,11 @@ def _hyperparameters(recipe: dict) -> str:
         lines += [f"- dpo.{k}: `{dpo[k]}`" for k in ("beta", "num_candidates", "temperature", "top_p", "subsample",
                                                     "epsilon", "max_pairs_per_turn", "skip_turns",
                                                     "reward_metrics") if k in dpo]
+    if recipe.get("kind") == "student-grpo":
+        grpo = recipe.get("grpo") or {}
+        lines += [f"- grpo.{k}: `{grpo[k]}`" for k in ("beta", "num_generations", "temperature", "top_p",
+                                                     "max_new_tokens", "subsample", "reward_metrics",
+                                                     "reward_weights", "held_out_metrics") if k in grpo]
     return "\n".join(lines)
 
 

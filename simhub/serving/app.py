@@ -27,6 +27,7 @@ from simhub.config import Profile, load_profile
 from simhub.serving.controllers import (
     InfoController,
     OpenAIController,
+    RewardController,
     ScoringController,
     SimulationController,
     provide_services,
@@ -111,7 +112,8 @@ def create_app(settings: ServiceSettings | None = None, profile: Profile | None 
                                           exclude=["/health", "/ready", "/metrics", "/schema"]).middleware)
     middleware.append(body_guard_middleware(settings.limits, error_response))
     app = Litestar(
-        route_handlers=[SimulationController, ScoringController, InfoController, OpenAIController, LMSController],
+        route_handlers=[SimulationController, ScoringController, RewardController, InfoController, OpenAIController,
+                        LMSController],
         dependencies={"services": Provide(provide_services, sync_to_thread=False)},
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=middleware,

@@ -14,6 +14,7 @@ from litestar.response import Stream
 from simhub import __version__
 from simhub.metrics import ScoreItem
 from simhub.models import DEFAULT_MAX_TOKENS, Sampling
+from simhub.scoring.rewards import combine
 from simhub.serving import chat, examples
 from simhub.serving import schemas as s
 from simhub.serving.errors import clean
@@ -107,6 +108,32 @@ class ScoringController(Controller):
             items=[s.ScoreItemOut(scores=r.scores, details=r.details, error=r.error) for r in results],
             summary={m: s.metric_summary(entry) for m, entry in summary.items()},
         )
+
+
+class RewardController(Controller):
+    path = "/v1"
+    tags: ClassVar[list[str]] = ["scoring"]
+
+    @post("/reward", operation_id="reward", status_code=200, responses=_responses("reward"),
+          summary="A realism reward per completion (the remote reward-model protocol of OpenRLHF)",
+          description="Each query's completion is scored against the real turn its label names, with the chosen "
+                      "metrics; the reward is their weighted mean. Requests share the scoring micro-batches of "
+                      "/score.")
+    async def reward(self, data: Annotated[s.RewardRequest, Body(title="Reward request")],
+                     services: Services) -> s.RewardResponse:
+        cfg = services.settings
+        s.check_count(len(data.query), cfg.max_items, "query", "queries")
+        reward = services.scoring.reward(data.metrics, data.weights)
+        items = s.reward_items(data, reward, services.scoring.scorer)
+        s.check_dialogue_caps([(f"labels[{i}].dialogue", it.dialogue) for i, it in enumerate(items)], None,
+                              cfg.max_request_chars, extra_chars=sum(len(q) for q in data.query))
+        metrics = tuple(reward.metrics)
+        services.require("metric", [services.scoring.scorer.owner(m) for m in metrics], "metrics")
+        results, _ = await _guarded(services, lambda: services.scoring.score(items, metrics))
+        values = [{m: r.scores.get(m) for m in metrics} for r in results]
+        rewards = [combine(v, reward.weights, reward.higher_is_better) for v in values]
+        return s.RewardResponse(rewards=rewards, scores=list(rewards),
+                                extra_logs={m: [v[m] for v in values] for m in metrics})
 
 
 class InfoController(Controller):

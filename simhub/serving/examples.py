@@ -67,6 +67,22 @@ SCORE_REQUESTS = [
     }, "turn_index 3 is the real student turn \"6/8, so it is A.\"; the candidate is scored against it."),
 ]
 
+#: The reward example's completion, and the prompt a trainer put before it (OpenRLHF's query is both).
+REWARD_PROMPT = "[the student prompt of the dialogue up to turn 3]\n"
+REWARD_COMPLETION = "It is 6/8 because I doubled both numbers."
+
+REWARD_REQUESTS = [
+    _example("The reward of a completion in place of the real turn", {
+        "query": [REWARD_PROMPT + REWARD_COMPLETION], "prompts": [REWARD_PROMPT],
+        "labels": [{"dialogue": DIALOGUE, "turn_index": 3}], "metrics": list(DEMO_METRICS),
+    }, "OpenRLHF sends query (prompt and completion) and prompts; labels name the real turn (an object, or its "
+       "JSON text). The reward is the mean of ROUGE-L and cosine against \"6/8, so it is A.\"."),
+    _example("Weighted, with the real turn's text alone", {
+        "query": [REWARD_COMPLETION], "labels": [{"real": "6/8, so it is A."}], "metrics": list(DEMO_METRICS),
+        "weights": {"rouge_l": 1.0, "cosine": 3.0},
+    }, "Without prompts the query is the completion; a real label serves metrics that read no dialogue."),
+]
+
 CHAT_REQUESTS = [
     _example("The next student turn, OpenAI chat format", {
         "model": DEMO_SIMULATOR,
@@ -83,7 +99,8 @@ CHAT_REQUESTS = [
 
 #: Request examples by operation id.
 REQUESTS: Mapping[str, list[Example]] = {
-    "simulate": SIMULATE_REQUESTS, "score": SCORE_REQUESTS, "createChatCompletion": CHAT_REQUESTS,
+    "simulate": SIMULATE_REQUESTS, "score": SCORE_REQUESTS, "reward": REWARD_REQUESTS,
+    "createChatCompletion": CHAT_REQUESTS,
 }
 
 #: What the service answers to the first request example of each operation. The score is the demo's
@@ -101,6 +118,10 @@ RESPONSES: Mapping[str, list[Example]] = {
         "items": [{"scores": {"rouge_l": 0.26666666666666666, "cosine": 0.7696415781974792}}],
         "summary": {"rouge_l": {"mean": 0.26666666666666666, "std": 0.0, "count": 1},
                     "cosine": {"mean": 0.7696415781974792, "std": 0.0, "count": 1}},
+    })],
+    "reward": [_example("The completion's reward and its metrics", {
+        "rewards": [0.5181541224320729], "scores": [0.5181541224320729],
+        "extra_logs": {"rouge_l": [0.26666666666666666], "cosine": [0.7696415781974792]},
     })],
     "createChatCompletion": [_example("The student's next turn", {
         "id": "chatcmpl-3f2a9c", "object": "chat.completion", "created": 1796428800, "model": DEMO_SIMULATOR,
@@ -201,6 +222,20 @@ SCORE_ERRORS = [
     *_common(),
 ]
 
+REWARD_ERRORS = [
+    ErrorExample(400, "A label for a tutor turn", "invalid_request",
+                 "labels[0].turn_index: turn 2 of dialogue 'docs-example-1' is a tutor turn, not a student turn",
+                 "labels[0].turn_index"),
+    ErrorExample(422, "A value of the wrong type", "validation_error",
+                 "query: Expected `array`, got `str`", "query"),
+    ErrorExample(503, "A metric model still loading", "not_ready", "metrics: metric cosine is not ready yet (loading)",
+                 "metrics"),
+    ErrorExample(503, "A metric model failed to load", "load_failed", "metrics: cosine failed to load; see /ready",
+                 "metrics"),
+    ErrorExample(503, "The scoring queue is full", "overloaded", "scoring queue is full (64 items waiting)"),
+    *_common(),
+]
+
 CHAT_ERRORS = [
     ErrorExample(400, "An OpenAI parameter a simulated student cannot honour", "unsupported_parameter",
                  "tools: not supported by a simulated student (it answers in plain text with the model's own "
@@ -217,7 +252,7 @@ CHAT_ERRORS = [
 
 #: Documented errors by operation id.
 ERRORS: Mapping[str, list[ErrorExample]] = {
-    "simulate": SIMULATE_ERRORS, "score": SCORE_ERRORS, "createChatCompletion": CHAT_ERRORS,
+    "simulate": SIMULATE_ERRORS, "score": SCORE_ERRORS, "reward": REWARD_ERRORS, "createChatCompletion": CHAT_ERRORS,
 }
 
 #: What each status means, for the docs (one description per status; the examples say the rest).

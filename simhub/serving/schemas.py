@@ -177,6 +177,95 @@ class ScoreResponse(msgspec.Struct, kw_only=True):
     summary: dict[str, ScoreSummary]
 
 
+# ---------------------------------------------------------------------------------------- /v1/reward
+
+
+class RewardLabel(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Which real turn a query's completion replaces: a dialogue and the index of its real student turn,
+    or the real turn's text alone (for metrics that read no dialogue: cosine, rouge_l)."""
+
+    dialogue: Dialogue | None = None
+    turn_index: int | None = None
+    real: str | None = None
+
+
+class RewardRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The remote reward-model protocol OpenRLHF's trainers send (``query``, ``prompts``, ``labels``),
+    with simhub's own optional ``metrics`` and ``weights``."""
+
+    query: Annotated[list[str], Meta(min_length=1, description=(
+        "one sample each: the prompt and its completion as one text (OpenRLHF's query), or the completion alone "
+        "when prompts is left out"))]
+    prompts: Annotated[list[str], Meta(description=(
+        "the prompt each query starts with; the completion is the rest of the query"))] | None = None
+    labels: Annotated[list[RewardLabel | str], Meta(description=(
+        "per query, which real turn the completion replaces: {dialogue, turn_index} or {real}, as an object or "
+        "as that object's JSON text (OpenRLHF passes a dataset column as text)"))]
+    metrics: Annotated[list[Annotated[str, Meta(max_length=64)]], Meta(
+        min_length=1, max_length=16, description="the reward's metrics (default: every configured one but rouge_l, "
+                                                 "as the paper's DPO reward)")] | None = None
+    weights: Annotated[dict[str, float], Meta(description=(
+        "a weight per metric (default: equal); the reward is the weighted mean of the non-null values"))] | None = None
+
+
+class RewardResponse(msgspec.Struct, kw_only=True):
+    rewards: Annotated[list[float | None], Meta(description="one per query; null when every metric was null")]
+    #: OpenRLHF reads ``rewards`` (or ``scores``, by its score key): the same values.
+    scores: list[float | None]
+    extra_logs: Annotated[dict[str, list[float | None]], Meta(description="each metric's values, per query")]
+
+
+def reward_items(data: RewardRequest, reward: Any, scorer: Any) -> list[Any]:
+    """The scored item of each query (its completion, the real turn its label names), every problem a
+    400 naming the field: counts that differ, a prompt the query does not start with, a label that is
+    not one, a real turn that cannot be scored, a ``real`` label for a metric that reads the dialogue."""
+    from simhub.errors import DataError
+    from simhub.metrics import ScoreItem
+
+    n = len(data.query)
+    if data.prompts is not None and len(data.prompts) != n:
+        raise RequestError(f"prompts: {len(data.prompts)} prompts for {n} queries", "prompts")
+    if len(data.labels) != n:
+        raise RequestError(f"labels: {len(data.labels)} labels for {n} queries", "labels")
+    items = []
+    for i, (query, raw) in enumerate(zip(data.query, data.labels, strict=True)):
+        completion = query
+        if data.prompts is not None:
+            if not query.startswith(data.prompts[i]):
+                raise RequestError(f"prompts[{i}]: query[{i}] does not start with its prompt", f"prompts[{i}]")
+            completion = query[len(data.prompts[i]):]
+        label = _reward_label(raw, i)
+        if label.dialogue is not None:
+            if label.turn_index is None or label.real is not None:
+                raise RequestError(f"labels[{i}]: a dialogue needs turn_index (and no real)", f"labels[{i}].turn_index")
+            item = ScoreItem(label.dialogue, label.turn_index, completion.strip())
+            why = scorer.validate(item)
+            if why is not None and why.startswith("candidate"):  # the completion is the query's
+                raise RequestError(f"query[{i}]{why.removeprefix('candidate')}", f"query[{i}]")
+            if why is not None:
+                raise RequestError(f"labels[{i}].{why}", f"labels[{i}].{why.split(':', 1)[0]}")
+        elif label.real is not None:
+            if label.turn_index is not None:
+                raise RequestError(f"labels[{i}].turn_index: only with a dialogue", f"labels[{i}].turn_index")
+            try:
+                item = ScoreItem(reward.text_only(label.real, i), 0, completion.strip())
+            except DataError as exc:
+                raise RequestError(f"labels[{i}].{exc}", f"labels[{i}].real") from None
+        else:
+            raise RequestError(f"labels[{i}]: give {{dialogue, turn_index}} or {{real}}", f"labels[{i}]")
+        items.append(item)
+    return items
+
+
+def _reward_label(raw: RewardLabel | str, i: int) -> RewardLabel:
+    if isinstance(raw, RewardLabel):
+        return raw
+    try:
+        return msgspec.json.decode(raw, type=RewardLabel)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise RequestError(f"labels[{i}]: not a label's JSON ({str(exc).splitlines()[0][:200]})", f"labels[{i}]") from None
+
+
 # ---------------------------------------------------------------------------------------- /models, /health, /ready
 
 

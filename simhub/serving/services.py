@@ -9,7 +9,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -19,6 +19,7 @@ from simhub.metrics import ScoreItem
 from simhub.models import Sampling
 from simhub.provision import is_built, pending_builds, restrict, start_parallel_builds
 from simhub.scoring import ItemResult, Scorer
+from simhub.scoring.rewards import RealismReward
 from simhub.serving.batching import Job, MicroBatcher
 from simhub.serving.metrics import ServiceMetrics
 from simhub.serving.schemas import NotReady, Overloaded, RequestError, UnknownModel, output_info
@@ -54,6 +55,14 @@ class ScoringService:
 
     async def score(self, items: list[ScoreItem], metrics: tuple[str, ...]) -> tuple[list[ItemResult], dict]:
         return await self.batcher.submit(self._batch_key(metrics), items, payload=metrics)
+
+    def reward(self, metrics: Sequence[str] | None, weights: Mapping[str, float] | None) -> RealismReward:
+        """The reward over this scorer's metrics (``POST /v1/reward``); bad names or weights are a 400
+        naming the field."""
+        try:
+            return RealismReward(self.scorer, metrics, weights)
+        except ConfigError as exc:
+            raise RequestError(str(exc), exc.field) from None
 
     def _run(self, jobs: list[Job]) -> list[tuple[list[ItemResult], dict]]:
         metrics = jobs[0].payload

@@ -1,7 +1,8 @@
 """Training every model of the paper (docs/protocol.md §4): one trainer per method, one recipe kind each.
 
 ``train(recipe, output_dir)`` looks the recipe's kind up in :data:`TRAINERS`; DPO (offline RL) has
-its own pipeline, :func:`simhub.training.dpo.run_dpo`, which needs the reward profile.
+its own pipeline, :func:`simhub.training.dpo.run_dpo`, and GRPO (online RL) its own loop,
+:func:`simhub.training.grpo.run_grpo`; both need the reward profile.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ TRAINERS: dict[str, str] = {
 
 def train(recipe: TrainRecipe, output_dir: str | os.PathLike[str], resume: bool = False) -> dict:
     """Train ``recipe`` (any kind but ``student-dpo``) into ``output_dir``; returns the evaluation results."""
-    if recipe.kind == "student-dpo":
-        raise ConfigError("kind: student-dpo recipes run through run_dpo (simhub dpo), which needs the reward profile",
+    if recipe.kind in ("student-dpo", "student-grpo"):
+        command = "run_dpo (simhub dpo)" if recipe.kind == "student-dpo" else "run_grpo (simhub grpo)"
+        raise ConfigError(f"kind: {recipe.kind} recipes run through {command}, which needs the reward profile",
                           field="kind")
     module, _, name = TRAINERS[recipe.kind].partition(":")
     return getattr(importlib.import_module(module), name)(recipe, output_dir, resume)

@@ -18,6 +18,8 @@ LoRA
     ``lora_target_modules`` ``all-linear``.
 DPO (``kind: student-dpo``, section ``dpo:``)
     the offline RL pipeline of docs/protocol.md §4, see :class:`DPOSettings`.
+GRPO (``kind: student-grpo``, section ``grpo:``)
+    online RL on the realism reward (beyond the paper), see :class:`GRPOSettings`.
 
 Loading is two steps: :func:`load_recipe` parses and type-checks (no I/O beyond the YAML file,
 so every shipped recipe parses in CI), :func:`check_resources` verifies that the data files and
@@ -51,8 +53,8 @@ from simhub.errors import ConfigError, UnknownNameError
 from simhub.prompts import MAX_PROMPT_CHARS
 from simhub.training.data import JUDGE_CANDIDATES, SAMPLE_DATA, check_data
 
-Kind = Literal["student-sft", "tutor-sft", "acts", "correctness", "judge", "kt", "student-dpo", "acts-embedding",
-               "correctness-embedding"]
+Kind = Literal["student-sft", "tutor-sft", "acts", "correctness", "judge", "kt", "student-dpo", "student-grpo",
+               "acts-embedding", "correctness-embedding"]
 #: The model kinds a recipe can train.
 KINDS: tuple[str, ...] = typing.get_args(Kind)
 
@@ -101,6 +103,34 @@ class DPOSettings(_Recipe, kw_only=True, forbid_unknown_fields=True):
         "keep the last this many prompt tokens (trl's truncation in the paper)")] = 512
     max_length: Annotated[int | None, _help(
         "prompt + completion at most this many tokens (trl's truncation in the paper)")] = 1024
+
+
+class GRPOSettings(_Recipe, kw_only=True, forbid_unknown_fields=True):
+    """Online RL on the realism reward (``simhub grpo``, docs/guides/rewards.md): sample a group of next
+    student turns from the current policy, score them against the real turn, update (trl's GRPO)."""
+
+    sft_adapter: Annotated[str | None, _help(
+        "folder (or Hub id) of the SFT student adapter: the initial policy, trained further, and the frozen "
+        "reference of the KL term")] = None
+    subsample: Annotated[float, _help(
+        "prompts come from the student turns of the first int(subsample·n) training dialogues")] = 0.2
+    num_generations: Annotated[int, _help("completions sampled per prompt (the group)")] = 8
+    max_new_tokens: Annotated[int, _help("maximum new tokens per completion")] = 128
+    temperature: Annotated[float, _help("sampling temperature")] = 1.0
+    top_p: Annotated[float, _help("nucleus sampling top-p")] = 1.0
+    top_k: Annotated[int, _help("top-k sampling cut (0: none)")] = 0
+    beta: Annotated[float, _help("weight of the KL term to the reference (the SFT policy)")] = 0.04
+    use_vllm: Annotated[bool, _help("generate with a colocated vLLM engine (a GPU) instead of transformers")] = False
+    scoring_profile: Annotated[str, _help(
+        "simhub profile (name or path) whose metric models give the reward")] = "paper-8b"
+    reward_metrics: Annotated[list[str] | None, _help(
+        "metrics of the reward (default: every configured metric except rouge_l, as the paper's DPO reward)")] = None
+    reward_weights: Annotated[dict[str, float] | None, _help(
+        "a weight per reward metric (default: equal); the reward is their weighted mean")] = None
+    held_out_metrics: Annotated[list[str] | None, _help(
+        "metrics logged at every step but not rewarded, to catch reward hacking (default: the configured ones the "
+        "reward leaves out)")] = None
+    save_steps: Annotated[int, _help("save a checkpoint every this many steps (resume after a kill)")] = 50
 
 
 class TrainRecipe(_Recipe, kw_only=True, forbid_unknown_fields=True):
@@ -170,6 +200,8 @@ class TrainRecipe(_Recipe, kw_only=True, forbid_unknown_fields=True):
     # evaluation extras
     kt_cutoffs: Annotated[bool, _help("KT only: write kt_cutoffs.json from the validation split after training")] = True
     dpo: Annotated[DPOSettings, _help("offline RL settings (student-dpo)")] = msgspec.field(default_factory=DPOSettings)
+    grpo: Annotated[GRPOSettings, _help("online RL settings (student-grpo)")] = msgspec.field(
+        default_factory=GRPOSettings)
 
     def gradient_accumulation_steps(self, world_size: int | None = None) -> int:
         world = world_size or int(os.environ.get("WORLD_SIZE", "1"))
@@ -286,6 +318,34 @@ def check_values(recipe: TrainRecipe, where: str = "recipe") -> None:
             from simhub.metrics.registry import check_metric_names
 
             check_metric_names(dpo.reward_metrics, "dpo.reward_metrics")
+    if recipe.kind == "student-grpo":
+        _check_grpo(recipe, where)
+
+
+def _check_grpo(recipe: TrainRecipe, where: str) -> None:
+    from simhub.metrics.registry import check_metric_names
+
+    grpo = recipe.grpo
+    if not grpo.sft_adapter:
+        raise ConfigError(f"{where}: grpo.sft_adapter is required for kind student-grpo", field="grpo.sft_adapter")
+    if not 0 < grpo.subsample <= 1:
+        raise ConfigError(f"{where}: grpo.subsample must be in (0, 1]", field="grpo.subsample")
+    if grpo.num_generations < 2:
+        raise ConfigError(f"{where}: grpo.num_generations must be at least 2 (a group compares its completions)",
+                          field="grpo.num_generations")
+    for name in ("max_new_tokens", "save_steps"):
+        if getattr(grpo, name) < 1:
+            raise ConfigError(f"{where}: grpo.{name} must be at least 1", field=f"grpo.{name}")
+    if grpo.beta < 0:
+        raise ConfigError(f"{where}: grpo.beta must be at least 0", field="grpo.beta")
+    per_step = recipe.per_device_train_batch_size * recipe.gradient_accumulation_steps()
+    if per_step % grpo.num_generations:
+        raise ConfigError(f"{where}: the completions of a step ({per_step} = per_device_train_batch_size × gradient "
+                          f"accumulation) must be whole groups of grpo.num_generations ({grpo.num_generations})",
+                          field="grpo.num_generations")
+    for name in ("reward_metrics", "held_out_metrics"):
+        if getattr(grpo, name) is not None:
+            check_metric_names(getattr(grpo, name), f"grpo.{name}")
 
 
 # ---------------------------------------------------------------------------------- resources
@@ -332,4 +392,6 @@ def check_resources(recipe: TrainRecipe) -> dict[str, str]:
     resolved = {"base_model": check_model(recipe.base_model, "base_model", recipe.base_model_revision)}
     if recipe.kind == "student-dpo":
         resolved["sft_adapter"] = check_model(recipe.dpo.sft_adapter or "", "dpo.sft_adapter", adapter=True)
+    if recipe.kind == "student-grpo":
+        resolved["sft_adapter"] = check_model(recipe.grpo.sft_adapter or "", "grpo.sft_adapter", adapter=True)
     return resolved

@@ -34,8 +34,9 @@ from tests.doubles.server_process import free_port
 from tests.integration.test_serving import wait_ready
 
 DEMO = load_profile("demo")
-POSTS = {"/simulate": "simulate", "/score": "score", "/v1/chat/completions": "createChatCompletion"}
-REQUEST_STRUCTS = {"simulate": s.SimulateRequest, "score": s.ScoreRequest, "createChatCompletion": s.ChatCompletionRequest}
+POSTS = {"/simulate": "simulate", "/score": "score", "/v1/reward": "reward", "/v1/chat/completions": "createChatCompletion"}
+REQUEST_STRUCTS = {"simulate": s.SimulateRequest, "score": s.ScoreRequest, "reward": s.RewardRequest,
+                   "createChatCompletion": s.ChatCompletionRequest}
 
 
 def served_demo() -> Profile:
@@ -117,6 +118,9 @@ def test_request_examples_get_their_documented_status(client, document, path):
         elif path == "/score":
             assert body["metrics"] == value["metrics"] and all(body["items"][0]["scores"][m] is not None
                                                                for m in value["metrics"])
+        elif path == "/v1/reward":
+            assert len(body["rewards"]) == len(value["query"]) and body["rewards"] == body["scores"]
+            assert set(body["extra_logs"]) == set(value["metrics"]) and None not in body["rewards"]
         else:
             assert body["object"] == "chat.completion" and body["choices"][0]["message"]["role"] == "assistant"
 
@@ -140,6 +144,13 @@ def test_success_examples_are_real_answers(client, document):
     assert scored["metrics"] == documented["metrics"]
     for m in documented["metrics"]:
         assert scored["items"][0]["scores"][m] == pytest.approx(documented["items"][0]["scores"][m], abs=1e-6), m
+    # the reward example is the same turn's: the mean of the same two numbers
+    rewarded = client.post("/v1/reward", json=_example("reward")).json()
+    documented = examples.RESPONSES["reward"][0].value
+    assert rewarded["rewards"] == pytest.approx(documented["rewards"], abs=1e-6)
+    for m, values in documented["extra_logs"].items():
+        assert rewarded["extra_logs"][m] == pytest.approx(values, abs=1e-6)
+        assert values[0] == pytest.approx(examples.RESPONSES["score"][0].value["items"][0]["scores"][m], abs=1e-6)
 
 
 def _keys(value: Any, prefix: str = "") -> set[str]:
@@ -204,8 +215,9 @@ def _slow(operation_id: str) -> Callable[[TestClient], Any]:
     """The work outlasts a short request timeout (the real work, held up)."""
     def post(c):
         services = c.app.state.services
-        service = services.scoring if operation_id == "score" else services.simulation
-        work, saved_settings = (service.score if operation_id == "score" else service.simulate), services.settings
+        scoring = operation_id in ("score", "reward")
+        service = services.scoring if scoring else services.simulation
+        work, saved_settings = (service.score if scoring else service.simulate), services.settings
 
         async def held_up(*args, **kwargs):
             await asyncio.sleep(1.0)
@@ -213,12 +225,12 @@ def _slow(operation_id: str) -> Callable[[TestClient], Any]:
 
         services.settings = ServiceSettings(**{**saved_settings.__dict__, "serving": msgspec.structs.replace(
             saved_settings.serving, request_timeout_s=0.3)})
-        setattr(service, "score" if operation_id == "score" else "simulate", held_up)
+        setattr(service, "score" if scoring else "simulate", held_up)
         try:
             return _post(c, operation_id, _example(operation_id))
         finally:
             services.settings = saved_settings
-            delattr(service, "score" if operation_id == "score" else "simulate")
+            delattr(service, "score" if scoring else "simulate")
     return post
 
 
@@ -307,6 +319,11 @@ PROVOKE: dict[tuple[str, int, str], Callable[[TestClient], Any]] = {
     ("score", 503, "overloaded"): _queue_full("score"),
     ("score", 503, "not_ready"): _loading("score", fail=False),
     ("score", 503, "load_failed"): _loading("score", fail=True),
+    ("reward", 400, "invalid_request"): _changed("reward", labels=[{"dialogue": examples.DIALOGUE, "turn_index": 2}]),
+    ("reward", 422, "validation_error"): _changed("reward", query="not a list"),
+    ("reward", 503, "overloaded"): _queue_full("reward"),
+    ("reward", 503, "not_ready"): _loading("reward", fail=False),
+    ("reward", 503, "load_failed"): _loading("reward", fail=True),
     ("createChatCompletion", 400, "unsupported_parameter"): _changed(
         "createChatCompletion", tools=[{"type": "function", "function": {"name": "calculator"}}]),
     ("createChatCompletion", 404, "unknown_model"): _changed("createChatCompletion", model="gpt-4o"),
