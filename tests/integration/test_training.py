@@ -34,6 +34,10 @@ def test_every_recipe_parses(path):
             assert (recipe.dpo.temperature, recipe.dpo.top_p, recipe.dpo.top_k) == (1.0, 0.95, 0)
             assert (recipe.dpo.skip_turns, recipe.dpo.epsilon, recipe.dpo.max_pairs_per_turn) == (5, 0.1, 6)
             assert (recipe.dpo.max_prompt_length, recipe.dpo.max_length, recipe.dpo.reward_metrics) == (512, 1024, None)
+        if recipe.kind == "student-grpo":  # online RL on the demo's reward from the SFT student; 5% of the data
+            assert recipe.grpo.sft_adapter == "demo:smol-student-sft" and recipe.grpo.scoring_profile == "demo-smol"
+            assert (recipe.grpo.subsample, recipe.grpo.num_generations, recipe.grpo.beta) == (0.05, 4, 0.04)
+            assert (recipe.grpo.reward_metrics, recipe.grpo.held_out_metrics) == (None, None)
     elif not path.stem.startswith("tiny-"):
         assert recipe.base_model in ("meta-llama/Llama-3.2-3B-Instruct", "meta-llama/Llama-3.1-8B-Instruct")
         assert recipe.base_model_hub_id == recipe.base_model
@@ -46,9 +50,14 @@ def test_every_recipe_parses(path):
         if recipe.kind.startswith("student"):  # docs/protocol.md §8: the fine-tuned students see no persona
             assert recipe.persona == "none"
         assert (recipe.lora_r, recipe.lora_alpha, recipe.lora_dropout, recipe.use_rslora) == (32, 64, 0.05, True)
-        expected = {"student-sft": 3, "tutor-sft": 3, "acts": 2, "correctness": 1, "kt": 3, "student-dpo": 1}
+        expected = {"student-sft": 3, "tutor-sft": 3, "acts": 2, "correctness": 1, "kt": 3, "student-dpo": 1,
+                    "student-grpo": 1}
         assert recipe.epochs == expected[recipe.kind]
-        assert recipe.learning_rate == (5e-6 if recipe.kind == "student-dpo" else 5e-5)
+        rates = {"student-dpo": 5e-6, "student-grpo": 1e-6}
+        assert recipe.learning_rate == rates.get(recipe.kind, 5e-5)
+        if recipe.kind == "student-grpo":  # beyond the paper: online RL from the SFT student, ROUGE-L held out
+            assert recipe.grpo.num_generations == 8 and recipe.grpo.beta == 0.04 and recipe.grpo.subsample == 0.2
+            assert recipe.grpo.held_out_metrics == ["rouge_l"] and "rouge_l" not in recipe.grpo.reward_metrics
         if recipe.kind == "student-dpo":
             assert recipe.dpo.beta == 0.1 and recipe.dpo.num_candidates == 4 and recipe.dpo.subsample == 0.2
             assert (recipe.dpo.max_prompt_length, recipe.dpo.max_length) == (512, 1024)

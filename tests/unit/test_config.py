@@ -91,8 +91,9 @@ def test_every_shipped_recipe_parses():
     from simhub.training.config import available_recipes, load_recipe
 
     names = available_recipes()
-    assert len(names) == 19 and {"tiny-acts", "tiny-acts-llm", "tiny-correctness-emb", "smol-student-sft",
-                                 "smol-student-dpo"} <= set(names)
+    assert len(names) == 22 and {"tiny-acts", "tiny-acts-llm", "tiny-correctness-emb", "smol-student-sft",
+                                 "smol-student-dpo", "tiny-student-grpo", "smol-student-grpo",
+                                 "student-grpo-8b"} <= set(names)
     for name in names:
         assert load_recipe(name).kind
 
