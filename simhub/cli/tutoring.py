@@ -60,15 +60,40 @@ def _actions(args: argparse.Namespace) -> int:
             worst = "n/a" if a.worst_tau is None else f"{a.worst_tau:.2f}"
             print(f"  {a.axis}: mean pairwise Kendall tau {mean}, worst pair {worst}")
         return 0
+    if action[0] == "certify":
+        return _certify(args, action[1:])
     if action[0] != "agree" or len(action) != 3:
         raise ConfigError(f"unexpected arguments {' '.join(action)!r}; the subcommands are "
-                          f"`simhub tutor-bench agree HUMAN.csv RUN_DIR` and `simhub tutor-bench stability "
-                          f"RUN_DIR RUN_DIR...`", field="action")
+                          f"`simhub tutor-bench agree HUMAN.csv RUN_DIR`, `simhub tutor-bench stability "
+                          f"RUN_DIR RUN_DIR...` and `simhub tutor-bench certify RUN_DIR RUN_DIR... --output DIR`",
+                          field="action")
     from simhub.tutoring.knowsim.agree import format_agreement
     from simhub.tutoring.knowsim.family import agree_folder
 
     result, path = agree_folder(action[1], action[2], threshold=args.threshold, seed=args.seed)
     print(format_agreement(result))
+    print(f"-> {path}")
+    return 0
+
+
+def _certify(args: argparse.Namespace, folders: list[str]) -> int:
+    import json
+    from pathlib import Path
+
+    from simhub.cli.common import check_output
+    from simhub.errors import ConfigError
+    from simhub.schema import atomic_write_bytes
+    from simhub.tutoring.certify import certify_folders, format_certification
+
+    if not args.output:
+        raise ConfigError("--output: certify writes DIR/results.json; name the folder", field="output")
+    check_output(args.output, folder=True)
+    order = [t.strip() for t in args.known_order.split(",")] if args.known_order else None
+    doc = certify_folders(folders, known_order=order, n_resamples=args.bootstrap, seed=args.seed)
+    path = Path(args.output) / "results.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, (json.dumps(doc, indent=2) + "\n").encode())
+    print(format_certification(doc))
     print(f"-> {path}")
     return 0
 
@@ -105,11 +130,15 @@ def register(sub) -> None:
                        "knowledge-state learner, the multi-day KT learner)",
                        description="Run a tutor bench (--output DIR), rescore one (--rescore), check it against "
                                    "human ratings (simhub tutor-bench agree HUMAN.csv RUN_DIR), or check its ranking's "
-                                   "stability across runs (simhub tutor-bench stability RUN_DIR RUN_DIR...).")
-    p.add_argument("action", nargs="*", metavar="agree HUMAN.csv RUN_DIR | stability RUN_DIR RUN_DIR...",
+                                   "stability across runs (simhub tutor-bench stability RUN_DIR RUN_DIR...), or "
+                                   "certify it across learner families (simhub tutor-bench certify RUN_DIR... "
+                                   "--output DIR).")
+    p.add_argument("action", nargs="*", metavar="agree HUMAN.csv RUN_DIR | stability RUN_DIR... | certify RUN_DIR...",
                    help="agree: KnowSim's validation protocol against human ratings (docs/tutor-bench.md); "
                    "stability: the Kendall tau of the tutor ranking across runs of one learner family, e.g. one "
-                   "per --role-player or --seed (docs/kt-learner.md)")
+                   "per --role-player or --seed (docs/kt-learner.md); certify: the same tutors under two or more "
+                   "learner families, their concordance with intervals, rank flips and known groups (a folder more "
+                   "of a family gives its run-to-run floor; docs/guides/rank-tutors.md)")
     add_profile(p)
     fams = families()
     p.add_argument("--tutor", action="append", help="a tutor (repeatable): " + "; ".join(
@@ -119,6 +148,8 @@ def register(sub) -> None:
                    "it; zs/zs-cot/zs-cot-prof:MODEL the stateless baselines; kt-learner the multi-day KT-grounded "
                    "learner) (default: knowsim)")
     p.add_argument("--seed", type=int, default=0, help="seed of the learners, the sampling and the bootstrap (default 0)")
+    p.add_argument("--known-order", metavar="TUTOR,TUTOR,...", help="certify: tutors whose order on learning is "
+                   "known by design, worst first (the known-groups check)")
     p.add_argument("--output", help="the run folder: traces/, run.json, results.json")
     p.add_argument("--rescore", action="store_true", help="recompute the results from the folder's traces with no "
                    "model call (the folder's family; knowsim: under --preset/--set, written to rescored-PRESET.json)")

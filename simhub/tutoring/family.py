@@ -188,6 +188,15 @@ class LearnerFamily(ABC):
         r = read_kit_results(Path(folder) / "results.json")
         return {o: {t: (e[o].mean if o in e else None) for t, e in r.tutors.items()} for o in self.ranked()}
 
+    def outcomes(self, folder: str) -> Any:
+        """Each episode's learning outcome in the run folder, as ``simhub tutor-bench certify`` compares
+        families (:class:`simhub.tutoring.certify.FamilyOutcomes`; a failed episode's value None). A
+        family that does not give them is refused there, naming it."""
+        from simhub.errors import ConfigError
+
+        raise ConfigError(f"certify: the {self.name} learner family does not give its episodes' learning outcomes",
+                          field="action")
+
 
 #: Every learner family, by name (built-ins as ``module:attribute`` strings, imported on first use).
 FAMILIES: LazyRegistry[type[LearnerFamily]] = LazyRegistry(

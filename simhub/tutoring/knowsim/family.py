@@ -182,6 +182,16 @@ class KnowSimFamily(LearnerFamily):
 
         return bench_title([load_bench(d) for d in folders])
 
+    def outcomes(self, folder: str):
+        """Knowledge gain (KG) per conversation, clustered by item (a failed conversation: None)."""
+        from simhub.tutoring.certify import FamilyOutcomes
+        from simhub.tutoring.knowsim.trace import read_trace
+        from simhub.tutoring.runner import TRACES
+
+        traces = [read_trace(f) for f in sorted((Path(folder) / TRACES).glob("*.json"))]
+        return FamilyOutcomes(self.name, "kg", [(t.tutor, t.item, None if t.failed or t.metrics is None
+                                                 else float(t.metrics.kg)) for t in traces])
+
     def rankings(self, folder: str) -> dict[str, dict[str, float | None]]:
         from simhub.tutoring.knowsim.results import read_results
 

@@ -198,6 +198,17 @@ class KTLearnerFamily(LearnerFamily):
 
         return kt_bench_section([load_kt_bench(d) for d in folders])
 
+    def outcomes(self, folder: str):
+        """ΔSolve per run, clustered by scenario (a run with no finished day: None)."""
+        from simhub.tutoring.certify import FamilyOutcomes
+        from simhub.tutoring.lms.bench import is_kt_trace_file, read_kt_trace
+        from simhub.tutoring.lms.results import run_measures
+        from simhub.tutoring.runner import TRACES
+
+        measures = [run_measures(read_kt_trace(f)) for f in sorted((Path(folder) / TRACES).glob("*.json"))
+                    if is_kt_trace_file(f)]
+        return FamilyOutcomes(self.name, "delta_solve", [(m.tutor, m.scenario, m.delta_solve) for m in measures])
+
     def rankings(self, folder: str) -> dict[str, dict[str, float | None]]:
         """ΔSolve, and the judged helpfulness where a panel ran."""
         from simhub.tutoring.lms.results import read_kt_results

@@ -1,0 +1,143 @@
+"""``simhub tutor-bench certify RUN_DIR...``: the same tutors under several learner families.
+
+The two built-in families give their episodes' learning outcomes from their run folders (KG per
+conversation for KnowSim's learner, ΔSolve per run for the KT learner). The command itself is run on
+folders of two families registered here (their episodes written as a file), whose agreement and
+known order are set by construction: certified, not certified with the reason, refused inputs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+from simhub.cli import main
+from simhub.tutoring import FAMILIES, BenchOutput, LearnerFamily
+from simhub.tutoring.certify import FamilyOutcomes
+
+
+def test_the_built_in_families_give_each_episodes_learning_outcome(tmp_path):
+    from simhub.tutoring.family import family
+    from simhub.tutoring.knowsim.trace import read_trace
+    from simhub.tutoring.lms.bench import read_kt_trace
+    from simhub.tutoring.lms.results import run_measures
+
+    ks = tmp_path / "ks"
+    assert main(["tutor-bench", "--tutor", "scripted:stepwise", "--tutor", "scripted:dump", "--n", "2",
+                 "--extractor", "offline:lexical", "--bootstrap", "100", "--no-cache", "--output", str(ks)]) == 0
+    got = family("knowsim").outcomes(str(ks))
+    traces = [read_trace(p) for p in sorted((ks / "traces").glob("*.json"))]
+    assert got.outcome == "kg" and got.higher_is_better
+    assert sorted(got.episodes) == sorted((t.tutor, t.item, float(t.metrics.kg)) for t in traces)
+    kt = tmp_path / "kt"
+    assert main(["tutor-bench", "--learner", "kt-learner", "--tutor", "scripted:weakest", "--tutor", "scripted:silent",
+                 "--scenarios", "confused-productive,help-seeker", "--days", "3", "--bootstrap", "100", "--no-cache",
+                 "--output", str(kt)]) == 0
+    got = family("kt-learner").outcomes(str(kt))
+    measures = [run_measures(read_kt_trace(p)) for p in sorted((kt / "traces").glob("*.json"))]
+    assert got.outcome == "delta_solve" and len(got.episodes) == len(measures) > 0
+    assert sorted(got.episodes, key=str) == sorted(((m.tutor, m.scenario, m.delta_solve) for m in measures), key=str)
+
+
+# ------------------------------------------------------------------------------------ two test families
+
+TUTORS = ["silent", "dump", "asked", "stepwise"]
+
+
+class _Listed(LearnerFamily):
+    """A family whose run folder is a results.json of its kind and an episodes.json of its outcomes."""
+
+    forms: ClassVar[tuple[str, ...]] = ()
+    outputs: ClassVar[tuple[BenchOutput, ...]] = (BenchOutput("gain", "gain", ranked=True),)
+
+    def run(self, args, learner, ctx):
+        raise NotImplementedError
+
+    def rescore(self, args, ctx):
+        raise NotImplementedError
+
+    def outcomes(self, folder):
+        episodes = json.loads((Path(folder) / "episodes.json").read_text())
+        return FamilyOutcomes(self.name, "gain", [tuple(e) for e in episodes])
+
+
+class AlphaFamily(_Listed):
+    name = "alpha"
+    title = "alpha"
+    results_kind = "alpha-results"
+
+
+class BetaFamily(_Listed):
+    name = "beta"
+    title = "beta"
+    results_kind = "beta-results"
+
+
+@pytest.fixture
+def two_families():
+    FAMILIES.register("alpha", AlphaFamily)
+    FAMILIES.register("beta", BetaFamily)
+    try:
+        yield
+    finally:
+        FAMILIES.unregister("alpha")
+        FAMILIES.unregister("beta")
+
+
+def _folder(root: Path, fam: type[_Listed], means: dict[str, float], seed: int) -> str:
+    rng = np.random.default_rng(seed)
+    item = rng.normal(scale=0.1, size=10)
+    folder = root / f"{fam.name}-{seed}"
+    folder.mkdir()
+    (folder / "results.json").write_text(json.dumps({"kind": fam.results_kind}))
+    episodes = [(t, f"item-{c}", float(m + item[c] + rng.normal(scale=0.05))) for t, m in means.items()
+                for c in range(10)]
+    (folder / "episodes.json").write_text(json.dumps(episodes))
+    return str(folder)
+
+
+GOOD = {"silent": 0.0, "dump": 0.2, "asked": 0.4, "stepwise": 0.6}
+
+
+def test_certify_writes_a_certification_with_the_verdict_and_the_run_to_run_floor(two_families, tmp_path, capsys):
+    runs = [_folder(tmp_path, AlphaFamily, GOOD, 1), _folder(tmp_path, AlphaFamily, GOOD, 2),
+            _folder(tmp_path, BetaFamily, GOOD, 3)]
+    out = tmp_path / "cert"
+    assert main(["tutor-bench", "certify", *runs, "--output", str(out), "--known-order", ",".join(TUTORS),
+                 "--bootstrap", "300"]) == 0
+    printed = capsys.readouterr().out
+    assert "verdict: certified" in printed and "run-to-run floor, alpha (2 runs): mean tau 1.00" in printed
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["kind"] == "certification" and doc["schema_version"] == 1
+    assert doc["families"] == ["alpha", "beta"] and doc["folders"]["alpha"] == runs[:2]
+    assert doc["concordance"]["kendall_w"] == pytest.approx(1.0) and doc["verdict"]["certified"]
+    assert doc["ranks"]["beta"]["stepwise"] == 1.0 and doc["known_groups"]["order"] == TUTORS
+
+
+def test_a_family_that_reverses_the_known_order_is_not_certified_and_named(two_families, tmp_path, capsys):
+    reversed_ = {t: -v for t, v in GOOD.items()}
+    runs = [_folder(tmp_path, AlphaFamily, GOOD, 1), _folder(tmp_path, BetaFamily, reversed_, 2)]
+    assert main(["tutor-bench", "certify", *runs, "--output", str(tmp_path / "cert"), "--known-order",
+                 ",".join(TUTORS), "--bootstrap", "300"]) == 0
+    printed = capsys.readouterr().out
+    assert "verdict: not certified" in printed
+    assert "beta does not recover the known order silent < dump (reversed" in printed
+    assert "rank flip: dump above silent under alpha, below it under beta" in printed
+
+
+def test_certify_refuses_what_it_cannot_compare(two_families, tmp_path, capsys):
+    one = _folder(tmp_path, AlphaFamily, GOOD, 1)
+    assert main(["tutor-bench", "certify", one, _folder(tmp_path, AlphaFamily, GOOD, 2), "--output",
+                 str(tmp_path / "c1")]) == 2
+    assert "1 learner family; a cross-learner check needs two or more" in capsys.readouterr().err
+    other = _folder(tmp_path, BetaFamily, {**GOOD, "tiny-tutor": 0.3}, 3)
+    assert main(["tutor-bench", "certify", one, other, "--output", str(tmp_path / "c2")]) == 2
+    assert "only alpha: none; only beta: tiny-tutor" in capsys.readouterr().err
+    assert main(["tutor-bench", "certify", one, str(tmp_path), "--output", str(tmp_path / "c3")]) == 2
+    assert "is not a tutor-bench run folder" in capsys.readouterr().err
+    assert main(["tutor-bench", "certify", one, other]) == 2
+    assert "--output: certify writes DIR/results.json" in capsys.readouterr().err
