@@ -385,3 +385,49 @@ def format_certification(doc: Mapping) -> str:
     lines.append("verdict: certified" if verdict["certified"] else "verdict: not certified")
     lines += [f"  - {r}" for r in verdict["reasons"]] + [f"  note: {n}" for n in verdict["notes"]]
     return "\n".join(lines)
+
+
+def certification_section(folder: str) -> tuple[str, str, str]:
+    """The ``simhub report`` section of a certification folder: (id, heading, HTML): the verdict and
+    its reasons, the rankings side by side with rank intervals, concordance, flips and known groups."""
+    import json
+    from pathlib import Path
+
+    from simhub.tutoring.estimates import escape
+
+    doc = json.loads((Path(folder) / "results.json").read_text(encoding="utf-8"))
+    fams, tutors, c = doc["families"], doc["tutors"], doc["concordance"]
+    verdict = doc["verdict"]
+    parts = [f'<p class="verdict"><strong>{"Certified" if verdict["certified"] else "Not certified"}</strong>'
+             f' ({escape(", ".join(fams))}; {len(tutors)} tutors)</p>']
+    if verdict["reasons"]:
+        parts.append("<ul>" + "".join(f"<li>{escape(r)}</li>" for r in verdict["reasons"]) + "</ul>")
+    if verdict["notes"]:
+        parts.append("<p>Notes:</p><ul>" + "".join(f"<li>{escape(n)}</li>" for n in verdict["notes"]) + "</ul>")
+    head = "".join(f"<th>{escape(f)} ({escape(doc['outcomes'][f])}): mean, rank [95% interval]</th>" for f in fams)
+    rows = []
+    for t in sorted(tutors, key=lambda t: sum(doc["ranks"][f][t] for f in fams)):
+        cells = "".join(f"<td>{doc['means'][f][t]:.3f}, {doc['ranks'][f][t]:g} "
+                        f"<span class=\"ci\">[{doc['rank_ci95'][f][t][0]:g}, {doc['rank_ci95'][f][t][1]:g}]</span>"
+                        + (f" ({doc['failed'][f][t]} failed)" if doc["failed"][f][t] else "") + "</td>" for f in fams)
+        rows.append(f"<tr><th>{escape(t)}</th>{cells}</tr>")
+    parts.append(f'<table class="certification"><tr><th>tutor</th>{head}</tr>{"".join(rows)}</table>')
+    taus = "; ".join(f"τ {escape(x['families'][0])} ~ {escape(x['families'][1])} "
+                     + ("n/a" if x["tau"] is None else f"{x['tau']:.2f}")
+                     + (f" [{x['ci95'][0]:.2f}, {x['ci95'][1]:.2f}]" if x["ci95"] else "") for x in c["kendall_tau"])
+    floors = "; ".join(f"run-to-run floor of {escape(n)}: τ "
+                       + ("n/a" if f["mean_tau"] is None else f"{f['mean_tau']:.2f}")
+                       for n, f in c["run_to_run_floor"].items())
+    parts.append(f"<p>Kendall's W {c['kendall_w']:.3f} [{c['w_ci95'][0]:.3f}, {c['w_ci95'][1]:.3f}] "
+                 f"(certified from {c['w_threshold']}), permutation p {c['w_permutation_p']:.4f}; {taus}"
+                 + (f"; {floors}" if floors else "") + ".</p>")
+    groups = doc["known_groups"]
+    if groups["order"]:
+        items = []
+        for f, pairs in groups["families"].items():
+            steps = ", ".join(f"{escape(p['lower'])} &lt; {escape(p['higher'])} {p['difference']:+.3f} "
+                              f"[{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}] {'✓' if p['recovered'] else '✗'}"
+                              for p in pairs)
+            items.append(f"<li>{escape(f)}: {steps}</li>")
+        parts.append("<p>Known groups (worst first):</p><ul>" + "".join(items) + "</ul>")
+    return "certification", "Certified tutor ranking", "\n".join(parts)

@@ -308,18 +308,23 @@ def ranking_stability(folders: Sequence[str]) -> Stability:
 def bench_sections(folders: Sequence[str]) -> tuple[list[tuple[str, str, str]], list[str], str | None]:
     """The report sections of the tutor-bench folders among ``folders`` (one per family, in registry
     order), the folders that are not tutor-bench folders, and a title when only one family is there."""
+    from simhub.tutoring.certify import CERTIFICATION_KIND, certification_section
+
     by_family: dict[str, list[str]] = {}
-    others = []
+    others, certifications = [], []
     fams = families()
     for folder in folders:
         owner = next((f for f in fams if f.owns(folder)), None)
-        if owner is None:
-            others.append(folder)
-        else:
+        if owner is not None:
             by_family.setdefault(owner.name, []).append(folder)
+        elif results_kind(folder) == CERTIFICATION_KIND:
+            certifications.append(folder)
+        else:
+            others.append(folder)
     sections = [f.report_section(by_family[f.name]) for f in fams if f.name in by_family]
-    title = None
-    if not others and len(by_family) == 1:
+    sections += [certification_section(folder) for folder in certifications]
+    title = "Certified tutor ranking" if certifications and not others and not by_family else None
+    if not others and not certifications and len(by_family) == 1:
         (only,) = [f for f in fams if f.name in by_family]
         title = only.report_title(by_family[only.name])
     return sections, others, title

@@ -116,6 +116,11 @@ def test_certify_writes_a_certification_with_the_verdict_and_the_run_to_run_floo
     assert doc["families"] == ["alpha", "beta"] and doc["folders"]["alpha"] == runs[:2]
     assert doc["concordance"]["kendall_w"] == pytest.approx(1.0) and doc["verdict"]["certified"]
     assert doc["ranks"]["beta"]["stepwise"] == 1.0 and doc["known_groups"]["order"] == TUTORS
+    # simhub report renders it: the verdict, the rankings side by side, the known groups
+    assert main(["report", str(out), "--output", str(tmp_path / "report.html")]) == 0
+    page = (tmp_path / "report.html").read_text()
+    assert "Certified tutor ranking" in page and "<strong>Certified</strong>" in page
+    assert "alpha (gain): mean, rank [95% interval]" in page and "silent &lt; dump" in page
 
 
 def test_a_family_that_reverses_the_known_order_is_not_certified_and_named(two_families, tmp_path, capsys):
