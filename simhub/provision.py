@@ -2,8 +2,9 @@
 
 * ``tiny:NAME`` — a model of the tiny kit (:mod:`simhub.demo`), built under ``$SIMHUB_HOME/tiny``;
 * ``demo:NAME`` — a model trained once on the bundled sample corpus by the shipped ``tiny-NAME``
-  recipe (the SmolLM2 students ``demo:smol-student-sft`` and ``demo:smol-student-dpo`` by the recipes
-  of those names; a ``student-dpo`` recipe runs the whole DPO pipeline), under
+  recipe (the SmolLM2 students ``demo:smol-student-sft``, ``demo:smol-student-dpo`` and
+  ``demo:smol-student-grpo`` by the recipes of those names; a ``student-dpo`` recipe runs the whole
+  DPO pipeline, a ``student-grpo`` one GRPO), under
   ``$SIMHUB_HOME/demo/NAME``: a LoRA adapter, or for ``demo:acts`` an embedding classifier (it may
   train: seconds to minutes);
 * ``random-lora:NAME`` — a randomly initialised rank-32 LoRA on its simulator's base, under
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 
 #: Demo models: ``demo:NAME`` is trained from the shipped recipe :func:`demo_recipe` names.
 DEMO_MODELS = ("student-sft", "tutor", "acts", "acts-llm", "correctness", "correctness-emb", "kt", "judge",
-               "smol-student-sft", "smol-student-dpo")
+               "smol-student-sft", "smol-student-dpo", "smol-student-grpo")
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 #: ``on_step(k, n, what)``: called before each build step (k from 1), for progress reports.
@@ -215,7 +216,41 @@ def _from_shipped_recipe(folder: Path, name: str) -> bool:
         recorded = json.loads((folder / DEMO_RECIPE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return recorded == _shipped_recipe(name)
+    return isinstance(recorded, dict) and same_recipe(recorded, _shipped_recipe(name), _default_recipe())
+
+
+def _default_recipe() -> dict:
+    from simhub.training.config import TrainRecipe
+
+    return json.loads(json.dumps(TrainRecipe().to_dict(), default=str))
+
+
+def same_recipe(recorded: dict, shipped: dict, defaults: dict) -> bool:
+    """Whether a demo model trained from ``recorded`` is the one ``shipped`` trains: the same values,
+    where a key the record lacks (a setting a later simhub added) counts as the same when the shipped
+    recipe leaves it at its default, so a new setting does not make every demo model stale.
+
+    >>> same_recipe({"lr": 1}, {"lr": 1, "grpo": {"beta": 0.04}}, {"lr": 5, "grpo": {"beta": 0.04}})
+    True
+    >>> same_recipe({"lr": 1}, {"lr": 1, "grpo": {"beta": 0.1}}, {"lr": 5, "grpo": {"beta": 0.04}})
+    False
+    """
+    for key in set(recorded) | set(shipped):
+        if key not in shipped:  # a setting this simhub no longer has
+            return False
+        value, default = shipped[key], defaults.get(key, _MISSING)
+        if key not in recorded:
+            if value != default:
+                return False
+        elif isinstance(value, dict) and isinstance(recorded[key], dict) and isinstance(default, dict):
+            if not same_recipe(recorded[key], value, default):
+                return False
+        elif recorded[key] != value:
+            return False
+    return True
+
+
+_MISSING = object()
 
 
 def _relative_base(config: Path, target: Path) -> None:
@@ -250,12 +285,13 @@ def _train_demo_model(name: str, target: Path) -> None:
 
     recipe = resolve_recipe(load_recipe(demo_recipe(name)))
     # DPO's rewards come from its scoring profile's metric models, built (if need be) before the pinning.
-    rewards = dpo_reward_profile(recipe) if recipe.kind == "student-dpo" else None
+    rewards = (dpo_reward_profile(recipe) if recipe.kind == "student-dpo" else
+               grpo_reward_profile(recipe) if recipe.kind == "student-grpo" else None)
     shipped = json.dumps(_shipped_recipe(name), indent=1) + "\n"
     # A DPO build keeps each stage's file (candidates, scores, pairs) as it goes, so a killed one
     # goes on from its last finished stage: its folder has a fixed name (the build lock keeps it to
     # one process) and records the recipe it was started from. Other builds start afresh.
-    resumable = recipe.kind == "student-dpo"
+    resumable = recipe.kind in ("student-dpo", "student-grpo")
     partial = target.with_name(f".{name}.resume" if resumable else f".{name}.{os.getpid()}.partial")
     if resumable and _from_shipped_recipe(partial, name):
         print(f"simhub: demo:{name}: going on with the build stopped in {partial.name}", file=sys.stderr, flush=True)
@@ -272,12 +308,16 @@ def _train_demo_model(name: str, target: Path) -> None:
     with pinned_threads(DEMO_BUILD_THREADS):
         if rewards is None:
             train(recipe, partial)
+        elif recipe.kind == "student-grpo":
+            from simhub.training.grpo import run_grpo
+
+            run_grpo(recipe, partial, rewards, resume=True)  # from the last checkpoint of a stopped build
         else:
             from simhub.training.dpo import run_dpo
 
             run_dpo(recipe, partial, rewards, resume=True)  # candidates, scores and pairs stay beside the adapter
     (partial / DEMO_RECIPE_FILE).write_text(shipped, encoding="utf-8")
-    for checkpoint in [*partial.glob("checkpoint-*"), *partial.glob("dpo/checkpoint-*")]:
+    for checkpoint in [*partial.glob("checkpoint-*"), *partial.glob("dpo/checkpoint-*"), *partial.glob("grpo/checkpoint-*")]:
         shutil.rmtree(checkpoint, ignore_errors=True)
     _relative_base(partial / "adapter_config.json", target)
     if _demo_built(target):  # another process finished first

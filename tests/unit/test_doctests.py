@@ -16,7 +16,7 @@ from simhub.metrics import metric_classes
 
 MODULES = sorted({"simhub.stats", "simhub.scoring.scorer", "simhub.evaluation.dialogue_level.base",
                   "simhub.evaluation.dialogue_level.registry", "simhub.evaluation.dialogue_level.cards",
-                  "simhub.structdoc", "simhub.registry", "simhub.versions",
+                  "simhub.structdoc", "simhub.registry", "simhub.versions", "simhub.provision",
                   "simhub.tutoring.knowsim.termination", "simhub.models.embedding_classifier",
                   *(f"simhub.metrics.{m.name}" for m in pkgutil.iter_modules(simhub.metrics.__path__))})
 

@@ -153,6 +153,12 @@ def test_a_demo_model_trained_from_another_recipe_is_stale(tmp_path, monkeypatch
     (folder / DEMO_RECIPE_FILE).write_text(json.dumps(_shipped_recipe("acts")))
     assert is_built("demo:acts")
     assert _shipped_recipe("acts")["kind"] == "acts-embedding"
+    # a setting a later simhub added (the grpo section) at its default leaves the model as it was
+    before_grpo = {k: v for k, v in _shipped_recipe("acts").items() if k != "grpo"}
+    (folder / DEMO_RECIPE_FILE).write_text(json.dumps(before_grpo))
+    assert is_built("demo:acts")
+    (folder / DEMO_RECIPE_FILE).write_text(json.dumps({**before_grpo, "removed_setting": 1}))
+    assert not is_built("demo:acts")  # a setting this simhub no longer has: another recipe
 
 
 def test_every_demo_model_has_its_shipped_recipe():
@@ -162,5 +168,6 @@ def test_every_demo_model_has_its_shipped_recipe():
 
     assert demo_recipe("judge") == "tiny-judge" and demo_recipe("smol-student-sft") == "smol-student-sft"
     assert "smol-student-dpo" in DEMO_MODELS and demo_recipe("smol-student-dpo") == "smol-student-dpo"
+    assert "smol-student-grpo" in DEMO_MODELS and demo_recipe("smol-student-grpo") == "smol-student-grpo"
     for name in DEMO_MODELS:
         assert (RECIPE_DIR / f"{demo_recipe(name)}.yaml").is_file(), name
