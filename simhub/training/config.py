@@ -343,9 +343,10 @@ def _check_grpo(recipe: TrainRecipe, where: str) -> None:
         raise ConfigError(f"{where}: the completions of a step ({per_step} = per_device_train_batch_size × gradient "
                           f"accumulation) must be whole groups of grpo.num_generations ({grpo.num_generations})",
                           field="grpo.num_generations")
-    for name in ("reward_metrics", "held_out_metrics"):
-        if getattr(grpo, name) is not None:
-            check_metric_names(getattr(grpo, name), f"grpo.{name}")
+    if grpo.reward_metrics is not None:
+        check_metric_names(grpo.reward_metrics, "grpo.reward_metrics")
+    if grpo.held_out_metrics:  # (an empty list holds nothing out)
+        check_metric_names(grpo.held_out_metrics, "grpo.held_out_metrics")
 
 
 # ---------------------------------------------------------------------------------- resources

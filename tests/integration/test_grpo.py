@@ -116,3 +116,6 @@ def test_grpo_recipes_are_checked_before_anything_is_built(tmp_path, capsys):
     assert main(["grpo", "tiny-student-grpo", "--output-dir", out, "--set", "grpo.reward_metrics=[rouge]"]) == 2
     assert "rouge" in capsys.readouterr().err
     assert not Path(out).exists()
+    from simhub.training.config import load_recipe
+
+    assert load_recipe("tiny-student-grpo", ["grpo.held_out_metrics=[]"]).grpo.held_out_metrics == []  # none held out
