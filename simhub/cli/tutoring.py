@@ -83,7 +83,8 @@ def _certify(args: argparse.Namespace, folders: list[str]) -> int:
     from simhub.cli.common import check_output
     from simhub.errors import ConfigError
     from simhub.schema import atomic_write_bytes
-    from simhub.tutoring.certify import certify_folders, format_certification
+    from simhub.tutoring.certify import format_certification
+    from simhub.tutoring.family import certify_folders
 
     if not args.output:
         raise ConfigError("--output: certify writes DIR/results.json; name the folder", field="output")

@@ -33,7 +33,8 @@ import numpy as np
 from simhub.errors import ConfigError
 
 __all__ = ["MAX_FAILED_SHARE", "W_THRESHOLD", "Concordance", "FamilyOutcomes", "Flip", "KnownGroupPair",
-           "certify", "kendall_w", "rank_matrix", "w_permutation_p"]
+           "certification_section", "certify", "format_certification", "kendall_w", "rank_matrix", "tutor_means",
+           "w_permutation_p"]
 
 #: The lower end of W's 95% interval a certified ranking needs: the families agree more than they
 #: disagree by a clear margin (W = 0.5 with two families is a mean Spearman ρ of 0).
@@ -306,56 +307,8 @@ CERTIFICATION_KIND = "certification"
 CERTIFICATION_VERSION = 1
 
 
-def certify_folders(folders: Sequence[str], *, known_order: Sequence[str] | None = None, n_resamples: int = 2000,
-                    seed: int = 0) -> dict:
-    """``simhub tutor-bench certify RUN_DIR...``: the folders grouped by learner family; each family's
-    first folder enters :func:`certify`, and a family with more folders (other seeds, other
-    role-players) gives the run-to-run floor: the mean pairwise Kendall τ of its tutor means, against
-    which the cross-family agreement is read. Returns the ``results.json`` document."""
-    from datetime import UTC, datetime
-
-    from simhub import __version__
-    from simhub.learners.kt.metrics import mean_pairwise_kendall
-    from simhub.tutoring.family import family_of_folder
-
-    by_family: dict[str, list[tuple[str, FamilyOutcomes]]] = {}
-    for folder in folders:
-        fam = family_of_folder(folder)
-        if fam is None:
-            raise ConfigError(f"certify: {folder} is not a tutor-bench run folder (no results.json of a learner "
-                              "family)", field="action")
-        by_family.setdefault(fam.name, []).append((str(folder), fam.outcomes(folder)))
-    first = [runs[0][1] for runs in by_family.values()]
-    result = certify(first, known_order=known_order, n_resamples=n_resamples, seed=seed)
-    floors = {}
-    for name, runs in by_family.items():
-        if len(runs) > 1:
-            scorings = [{t: v * (1 if o.higher_is_better else -1) for t, v in _means(o).items()} for _, o in runs]
-            floors[name] = {"folders": [f for f, _ in runs], "mean_tau": mean_pairwise_kendall(scorings)}
-    return {
-        "schema_version": CERTIFICATION_VERSION, "kind": CERTIFICATION_KIND,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"), "simhub_version": __version__,
-        "folders": {name: [f for f, _ in runs] for name, runs in by_family.items()},
-        "outcomes": {o.family: o.outcome for o in first},
-        "tutors": result.tutors, "families": result.families,
-        "means": result.means, "ranks": result.ranks,
-        "rank_ci95": {f: {t: list(ci) for t, ci in r.items()} for f, r in result.rank_ci95.items()},
-        "failed": result.failed,
-        "concordance": {"kendall_w": result.w, "w_ci95": list(result.w_ci95), "w_permutation_p": result.w_p,
-                        "w_threshold": W_THRESHOLD,
-                        "kendall_tau": [{"families": list(k), "tau": v[0], "ci95": list(v[1]) if v[1] else None}
-                                        for k, v in result.tau.items()],
-                        "run_to_run_floor": floors},
-        "flips": [dataclasses.asdict(f) for f in result.flips],
-        "known_groups": {"order": list(known_order or []),
-                         "families": {f: [{**dataclasses.asdict(p), "ci95": list(p.ci95), "recovered": p.recovered}
-                                          for p in pairs] for f, pairs in result.known_groups.items()}},
-        "verdict": {"certified": result.certified, "reasons": result.reasons, "notes": result.notes},
-        "settings": {"n_resamples": n_resamples, "seed": seed},
-    }
-
-
-def _means(outcomes: FamilyOutcomes) -> dict[str, float]:
+def tutor_means(outcomes: FamilyOutcomes) -> dict[str, float]:
+    """Each tutor's mean outcome over its finished episodes."""
     sums: dict[str, list[float]] = {}
     for t, _, v in outcomes.episodes:
         if v is not None:

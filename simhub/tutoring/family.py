@@ -305,6 +305,65 @@ def ranking_stability(folders: Sequence[str]) -> Stability:
     return Stability(sorted(shared), axes)
 
 
+def certify_folders(folders: Sequence[str], *, known_order: Sequence[str] | None = None, n_resamples: int = 2000,
+                    seed: int = 0) -> dict[str, Any]:
+    """``simhub tutor-bench certify RUN_DIR...``: the folders grouped by learner family; each family's
+    first folder enters :func:`certify`, and a family with more folders (other seeds, other
+    role-players) gives the run-to-run floor: the mean pairwise Kendall τ of its tutor means, against
+    which the cross-family agreement is read (:mod:`simhub.tutoring.certify` has the statistics).
+    Returns the ``results.json`` document."""
+    from datetime import UTC, datetime
+
+    from simhub import __version__
+    from simhub.errors import ConfigError
+    from simhub.learners.kt.metrics import mean_pairwise_kendall
+    from simhub.tutoring.certify import (
+        CERTIFICATION_KIND,
+        CERTIFICATION_VERSION,
+        W_THRESHOLD,
+        FamilyOutcomes,
+        certify,
+        tutor_means,
+    )
+
+    by_family: dict[str, list[tuple[str, FamilyOutcomes]]] = {}
+    for folder in folders:
+        fam = family_of_folder(folder)
+        if fam is None:
+            raise ConfigError(f"certify: {folder} is not a tutor-bench run folder (no results.json of a learner "
+                              "family)", field="action")
+        by_family.setdefault(fam.name, []).append((str(folder), fam.outcomes(folder)))
+    first = [runs[0][1] for runs in by_family.values()]
+    result = certify(first, known_order=known_order, n_resamples=n_resamples, seed=seed)
+    floors = {}
+    for name, runs in by_family.items():
+        if len(runs) > 1:
+            scorings = [{t: v * (1 if o.higher_is_better else -1) for t, v in tutor_means(o).items()} for _, o in runs]
+            floors[name] = {"folders": [f for f, _ in runs], "mean_tau": mean_pairwise_kendall(scorings)}
+    return {
+        "schema_version": CERTIFICATION_VERSION, "kind": CERTIFICATION_KIND,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"), "simhub_version": __version__,
+        "folders": {name: [f for f, _ in runs] for name, runs in by_family.items()},
+        "outcomes": {o.family: o.outcome for o in first},
+        "tutors": result.tutors, "families": result.families,
+        "means": result.means, "ranks": result.ranks,
+        "rank_ci95": {f: {t: [float(x) for x in ci] for t, ci in r.items()} for f, r in result.rank_ci95.items()},
+        "failed": result.failed,
+        "concordance": {"kendall_w": result.w, "w_ci95": list(result.w_ci95), "w_permutation_p": result.w_p,
+                        "w_threshold": W_THRESHOLD,
+                        "kendall_tau": [{"families": list(k), "tau": v[0], "ci95": list(v[1]) if v[1] else None}
+                                        for k, v in result.tau.items()],
+                        "run_to_run_floor": floors},
+        "flips": [dataclasses.asdict(f) for f in result.flips],
+        "known_groups": {"order": list(known_order or []),
+                         "families": {f: [{**dataclasses.asdict(p), "ci95": list(p.ci95), "recovered": p.recovered}
+                                          for p in pairs] for f, pairs in result.known_groups.items()}},
+        "verdict": {"certified": result.certified, "reasons": result.reasons, "notes": result.notes},
+        "settings": {"n_resamples": n_resamples, "seed": seed},
+    }
+
+
+
 def bench_sections(folders: Sequence[str]) -> tuple[list[tuple[str, str, str]], list[str], str | None]:
     """The report sections of the tutor-bench folders among ``folders`` (one per family, in registry
     order), the folders that are not tutor-bench folders, and a title when only one family is there."""
