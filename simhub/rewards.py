@@ -41,12 +41,9 @@ def realism_reward(profile: str | os.PathLike[str] | Profile = "demo", *, metric
     from simhub.scoring import Scorer
 
     loaded = profile if isinstance(profile, Profile) else load_profile(profile)
-    # the names are checked on the unbuilt profile (no model is loaded to construct a scorer)
-    RealismReward(Scorer.from_profile(loaded, mode="service"), metrics, weights)
-    chosen = list(metrics) if metrics is not None else None
-    if chosen is None:
-        chosen = [m for m in weights if weights[m]] if weights else default_reward_metrics(
-            Scorer.from_profile(loaded, mode="service").metrics)
+    # names, weights and the default metrics are settled on the unbuilt profile (a scorer loads no model
+    # until it scores); only the chosen metrics' models are built
+    chosen = RealismReward(Scorer.from_profile(loaded, mode="service"), metrics, weights).metrics
     built = provision_profile(restrict(loaded, metrics=metric_models(chosen), simulators=[], tutors=[]), on_step=on_step)
     dialogues = read_jsonl(data) if data is not None else None
     return RealismReward(Scorer.from_profile(built, mode="service"), chosen, weights, dialogues)

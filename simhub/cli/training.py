@@ -39,23 +39,29 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dpo(args: argparse.Namespace) -> int:
-    from simhub.provision import dpo_reward_profile
+def _parsed(args: argparse.Namespace, kind: str, command: str):
+    """The recipe as written (nothing built), after checking its kind and the output folder."""
     from simhub.training import load_recipe
-    from simhub.training.dpo import run_dpo
 
-    kind = load_recipe(args.recipe, args.set or []).kind
-    if kind != "student-dpo":
-        raise ConfigError(f"{args.recipe}: kind is {kind!r}; simhub dpo needs a student-dpo recipe", field="kind")
+    recipe = load_recipe(args.recipe, args.set or [])
+    if recipe.kind != kind:
+        raise ConfigError(f"{args.recipe}: kind is {recipe.kind!r}; simhub {command} needs a {kind} recipe",
+                          field="kind")
     check_output(args.output_dir, folder=True, field="output_dir")
+    return recipe
+
+
+def _dpo(args: argparse.Namespace) -> int:
     from contextlib import closing
 
     from simhub.cli.common import job_executor
     from simhub.config import load_profile
+    from simhub.provision import dpo_reward_profile
+    from simhub.training.dpo import run_dpo
 
+    parsed = _parsed(args, "student-dpo", "dpo")
     # the executor (checked before any model is built) takes its defaults from the reward profile
-    scoring_profile = load_recipe(args.recipe, args.set or []).dpo.scoring_profile
-    with closing(job_executor(args, load_profile(scoring_profile))) as executor:
+    with closing(job_executor(args, load_profile(parsed.dpo.scoring_profile))) as executor:
         recipe = _recipe(args)  # builds a provisioned base model: after every check
         run_dpo(recipe, args.output_dir, dpo_reward_profile(recipe), resume=args.resume,
                 until=getattr(args, "until", "train"), executor=executor)
@@ -64,13 +70,9 @@ def _dpo(args: argparse.Namespace) -> int:
 
 def _grpo(args: argparse.Namespace) -> int:
     from simhub.provision import grpo_reward_profile
-    from simhub.training import load_recipe
     from simhub.training.grpo import run_grpo
 
-    kind = load_recipe(args.recipe, args.set or []).kind
-    if kind != "student-grpo":
-        raise ConfigError(f"{args.recipe}: kind is {kind!r}; simhub grpo needs a student-grpo recipe", field="kind")
-    check_output(args.output_dir, folder=True, field="output_dir")
+    _parsed(args, "student-grpo", "grpo")
     recipe = _recipe(args)  # builds a provisioned base model and SFT adapter: after every check
     results = run_grpo(recipe, args.output_dir, grpo_reward_profile(recipe), resume=args.resume)
     print(json.dumps(results, indent=2, default=str))

@@ -128,6 +128,7 @@ class Labeller:
         #: Where the labels are computed (:mod:`simhub.executors`); None: here. Elsewhere each worker
         #: builds this labeller once (its models loaded there) and this process alone writes the cache.
         self.executor, self.profile = executor, profile
+        self._work: LabelWork | None = None  # built on the first chunk sent to the executor
         s = profile.scoring
         self.load = LoadOptions(backend=s.backend, device=s.device, batch_size=s.batch_size, share_base=s.share_base)
         self.context = MetricContext(load=self.load, mode="benchmark")
@@ -180,8 +181,6 @@ class Labeller:
                 labels = [None] * len(chunks[i])
             out[i] = labels
         return [label for chunk in out for label in chunk]
-
-    _work: LabelWork | None = None
 
     def act_labels(self, items: list[tuple[Dialogue, int]]) -> list[str | None]:
         if self.acts is None:

@@ -113,6 +113,8 @@ def test_grpo_recipes_are_checked_before_anything_is_built(tmp_path, capsys):
     assert "grpo.num_generations must be at least 2" in capsys.readouterr().err
     assert main(["grpo", "tiny-student-sft", "--output-dir", out]) == 2
     assert "simhub grpo needs a student-grpo recipe" in capsys.readouterr().err
+    assert main(["dpo", "tiny-student-grpo", "--output-dir", out]) == 2  # and the other way round
+    assert "kind is 'student-grpo'; simhub dpo needs a student-dpo recipe" in capsys.readouterr().err
     assert main(["grpo", "tiny-student-grpo", "--output-dir", out, "--set", "grpo.reward_metrics=[rouge]"]) == 2
     assert "rouge" in capsys.readouterr().err
     assert not Path(out).exists()
