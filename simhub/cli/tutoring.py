@@ -77,26 +77,9 @@ def _actions(args: argparse.Namespace) -> int:
 
 
 def _certify(args: argparse.Namespace, folders: list[str]) -> int:
-    import json
-    from pathlib import Path
+    from simhub.cli.certify import certify_command
 
-    from simhub.cli.common import check_output
-    from simhub.errors import ConfigError
-    from simhub.schema import atomic_write_bytes
-    from simhub.tutoring.certify import format_certification
-    from simhub.tutoring.family import certify_folders
-
-    if not args.output:
-        raise ConfigError("--output: certify writes DIR/results.json; name the folder", field="output")
-    check_output(args.output, folder=True)
-    order = [t.strip() for t in args.known_order.split(",")] if args.known_order else None
-    doc = certify_folders(folders, known_order=order, n_resamples=args.bootstrap, seed=args.seed)
-    path = Path(args.output) / "results.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, (json.dumps(doc, indent=2) + "\n").encode())
-    print(format_certification(doc))
-    print(f"-> {path}")
-    return 0
+    return certify_command(args, folders, lambda: _context(args))
 
 
 def _tutor_bench(args: argparse.Namespace) -> int:
@@ -134,12 +117,13 @@ def register(sub) -> None:
                                    "stability across runs (simhub tutor-bench stability RUN_DIR RUN_DIR...), or "
                                    "certify it across learner families (simhub tutor-bench certify RUN_DIR... "
                                    "--output DIR).")
-    p.add_argument("action", nargs="*", metavar="agree HUMAN.csv RUN_DIR | stability RUN_DIR... | certify RUN_DIR...",
+    p.add_argument("action", nargs="*", metavar="agree HUMAN.csv RUN_DIR | stability RUN_DIR... | certify [RUN_DIR...]",
                    help="agree: KnowSim's validation protocol against human ratings (docs/tutor-bench.md); "
                    "stability: the Kendall tau of the tutor ranking across runs of one learner family, e.g. one "
                    "per --role-player or --seed (docs/kt-learner.md); certify: the same tutors under two or more "
                    "learner families, their concordance with intervals, rank flips and known groups (a folder more "
-                   "of a family gives its run-to-run floor; docs/guides/rank-tutors.md)")
+                   "of a family gives its run-to-run floor; with no folder, the designed tutors are run under "
+                   "every family first; docs/guides/rank-tutors.md)")
     add_profile(p)
     fams = families()
     p.add_argument("--tutor", action="append", help="a tutor (repeatable): " + "; ".join(
@@ -151,6 +135,10 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the learners, the sampling and the bootstrap (default 0)")
     p.add_argument("--known-order", metavar="TUTOR,TUTOR,...", help="certify: tutors whose order on learning is "
                    "known by design, worst first (the known-groups check)")
+    p.add_argument("--student", metavar="SIMULATOR", help="certify with no folders: the simulator of the "
+                   "sim-student family (default: the profile's smol-base, else its first simulator)")
+    p.add_argument("--no-realism", action="store_true", help="certify: leave out each learner's realism "
+                   "certificate (its dialogues against real ones on the same questions)")
     p.add_argument("--output", help="the run folder: traces/, run.json, results.json")
     p.add_argument("--rescore", action="store_true", help="recompute the results from the folder's traces with no "
                    "model call (the folder's family; knowsim: under --preset/--set, written to rescored-PRESET.json)")

@@ -39,7 +39,7 @@ class TutorTurn:
 @dataclasses.dataclass(frozen=True)
 class TutorRequest:
     """The dialogue so far (ending with a student turn, or empty) and, in mirror mode, the real dialogue.
-    A bench adds what its scripted tutors may read (:class:`simhub.tutoring.knowsim.tutors.BenchRequest`)."""
+    A bench adds what its scripted tutors may read (:class:`simhub.tutoring.tutors.BenchRequest`)."""
 
     dialogue: Dialogue
     real: Dialogue | None = None

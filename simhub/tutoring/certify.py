@@ -27,13 +27,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from simhub.errors import ConfigError
 
 __all__ = ["MAX_FAILED_SHARE", "W_THRESHOLD", "Concordance", "FamilyOutcomes", "Flip", "KnownGroupPair",
-           "certification_section", "certify", "format_certification", "kendall_w", "rank_matrix", "tutor_means",
+           "certification_section", "certify", "draw_rank_intervals", "format_certification", "kendall_w", "rank_matrix", "tutor_means",
            "w_permutation_p"]
 
 #: The lower end of W's 95% interval a certified ranking needs: the families agree more than they
@@ -337,7 +338,50 @@ def format_certification(doc: Mapping) -> str:
     verdict = doc["verdict"]
     lines.append("verdict: certified" if verdict["certified"] else "verdict: not certified")
     lines += [f"  - {r}" for r in verdict["reasons"]] + [f"  note: {n}" for n in verdict["notes"]]
+    for fam, cert in doc.get("realism", {}).items():
+        if "reason" in cert:
+            lines.append(f"realism of the learner of {fam}: none ({cert['reason']})")
+            continue
+        lines.append(f"realism of the learner of {fam} ({cert['dialogues']} dialogues vs {cert['real']} real on "
+                     f"{cert['questions']} questions; real vs real in brackets after):")
+        for m, v in cert["metrics"].items():
+            ref = (cert.get("reference") or {}).get(m)
+            lines.append(f"  {m}: {_stat_text(v)}  (real vs real: {_stat_text(ref)})")
     return "\n".join(lines)
+
+
+def _stat_text(v: Mapping | None) -> str:
+    if not v or v.get("value") is None:
+        return "n/a"
+    ci = v.get("ci95")
+    return f"{v['value']:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+def draw_rank_intervals(doc: dict[str, Any]) -> Any:
+    """The certification's rank intervals as a figure: one row per tutor (best mean rank on top), one
+    marker per family at its rank with the 95% interval as a bar (None: nothing ranked)."""
+    import matplotlib.pyplot as plt
+
+    from simhub.tutoring.estimates import colour
+
+    fams, tutors = doc["families"], doc["tutors"]
+    if not fams or not tutors:
+        return None
+    order = sorted(tutors, key=lambda t: sum(doc["ranks"][f][t] for f in fams), reverse=True)
+    fig, ax = plt.subplots(figsize=(6.4, 0.5 * len(order) + 1.2))
+    step = 0.6 / max(len(fams), 1)
+    for k, f in enumerate(fams):
+        ys = [i + (k - (len(fams) - 1) / 2) * step for i in range(len(order))]
+        ranks = [doc["ranks"][f][t] for t in order]
+        lo = [r - doc["rank_ci95"][f][t][0] for r, t in zip(ranks, order, strict=True)]
+        hi = [doc["rank_ci95"][f][t][1] - r for r, t in zip(ranks, order, strict=True)]
+        ax.errorbar(ranks, ys, xerr=[lo, hi], fmt="o", color=colour(k), label=f, capsize=3)
+    ax.set_yticks(range(len(order)), order)
+    ax.set_xlabel("rank (1 = best)")
+    ax.set_xlim(len(tutors) + 0.5, 0.5)
+    ax.legend(loc="best", fontsize="small")
+    fig.tight_layout()
+    return fig
 
 
 def certification_section(folder: str) -> tuple[str, str, str]:
@@ -346,7 +390,7 @@ def certification_section(folder: str) -> tuple[str, str, str]:
     import json
     from pathlib import Path
 
-    from simhub.tutoring.estimates import escape
+    from simhub.tutoring.estimates import escape, figure_html
 
     doc = json.loads((Path(folder) / "results.json").read_text(encoding="utf-8"))
     fams, tutors, c = doc["families"], doc["tutors"], doc["concordance"]
@@ -365,6 +409,10 @@ def certification_section(folder: str) -> tuple[str, str, str]:
                         + (f" ({doc['failed'][f][t]} failed)" if doc["failed"][f][t] else "") + "</td>" for f in fams)
         rows.append(f"<tr><th>{escape(t)}</th>{cells}</tr>")
     parts.append(f'<table class="certification"><tr><th>tutor</th>{head}</tr>{"".join(rows)}</table>')
+    parts.append(figure_html("certification-ranks", "Rank intervals by learner family",
+                             "Each tutor's rank (1 is best) under each learner family, with its 95% cluster-bootstrap "
+                             "interval; a tutor whose intervals do not overlap across families is ranked differently by "
+                             "them.", "Rank intervals", draw_rank_intervals, doc))
     taus = "; ".join(f"τ {escape(x['families'][0])} ~ {escape(x['families'][1])} "
                      + ("n/a" if x["tau"] is None else f"{x['tau']:.2f}")
                      + (f" [{x['ci95'][0]:.2f}, {x['ci95'][1]:.2f}]" if x["ci95"] else "") for x in c["kendall_tau"])
@@ -383,4 +431,22 @@ def certification_section(folder: str) -> tuple[str, str, str]:
                               for p in pairs)
             items.append(f"<li>{escape(f)}: {steps}</li>")
         parts.append("<p>Known groups (worst first):</p><ul>" + "".join(items) + "</ul>")
-    return "certification", "Certified tutor ranking", "\n".join(parts)
+    realism = doc.get("realism") or {}
+    if realism:
+        metrics = list(dict.fromkeys(m for cert in realism.values() for m in cert.get("metrics", {})))
+        head = "".join(f"<th>{escape(m)}</th>" for m in metrics)
+        rows = []
+        for fam, cert in realism.items():
+            if "reason" in cert:
+                rows.append(f'<tr><th>{escape(fam)}</th><td colspan="{max(len(metrics), 1)}">none: '
+                            f"{escape(cert['reason'])}</td></tr>")
+                continue
+            ref = cert.get("reference") or {}
+            cells = "".join(f"<td>{escape(_stat_text(cert['metrics'].get(m)))}<br><span class=\"ci\">real vs real "
+                            f"{escape(_stat_text(ref.get(m)))}</span></td>" for m in metrics)
+            rows.append(f"<tr><th>{escape(fam)} ({cert['dialogues']} vs {cert['real']} real)</th>{cells}</tr>")
+        parts.append("<p>Realism of each learner: its dialogues against real ones on the same questions "
+                     "(detectability AUROC: 0.5 is indistinguishable; distances: 0 is identical), each beside two "
+                     "halves of the real dialogues against each other.</p>"
+                     f'<table class="certification-realism"><tr><th>learner</th>{head}</tr>{"".join(rows)}</table>')
+    return "certification", "Tutor ranking certification", "\n".join(parts)

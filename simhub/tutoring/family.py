@@ -48,6 +48,7 @@ __all__ = [
     "learner_forms",
     "parse_learner",
     "ranking_stability",
+    "run_certification",
 ]
 
 
@@ -197,12 +198,23 @@ class LearnerFamily(ABC):
         raise ConfigError(f"certify: the {self.name} learner family does not give its episodes' learning outcomes",
                           field="action")
 
+    def learner_dialogues(self, folder: str) -> list[Any]:
+        """The learner's side of the run folder's conversations as dialogues (:class:`~simhub.schema.Dialogue`; the
+        learner's turns as ``student`` turns, on the question text of the real dialogues about the same
+        item), for the realism certificate of ``simhub tutor-bench certify`` and ``simhub eval-dialogues``.
+        A family that has none is refused there, naming it."""
+        from simhub.errors import ConfigError
+
+        raise ConfigError(f"certify: the {self.name} learner family does not give its learner's dialogues",
+                          field="action")
+
 
 #: Every learner family, by name (built-ins as ``module:attribute`` strings, imported on first use).
 FAMILIES: LazyRegistry[type[LearnerFamily]] = LazyRegistry(
     "learner family",
     {"knowsim": "simhub.tutoring.knowsim.family:KnowSimFamily",
-     "kt-learner": "simhub.tutoring.lms.family:KTLearnerFamily"},
+     "kt-learner": "simhub.tutoring.lms.family:KTLearnerFamily",
+     "sim-student": "simhub.tutoring.probe.family:SimStudentFamily"},
     group="simhub.learner_families")
 
 
@@ -334,6 +346,11 @@ def certify_folders(folders: Sequence[str], *, known_order: Sequence[str] | None
                               "family)", field="action")
         by_family.setdefault(fam.name, []).append((str(folder), fam.outcomes(folder)))
     first = [runs[0][1] for runs in by_family.values()]
+    if known_order is None:  # the designed tutors' chain, when every family ran all of it
+        from simhub.tutoring.designed import KNOWN_ORDER
+
+        if all(set(KNOWN_ORDER) <= set(o.tutors()) for o in first):
+            known_order = list(KNOWN_ORDER)
     result = certify(first, known_order=known_order, n_resamples=n_resamples, seed=seed)
     floors = {}
     for name, runs in by_family.items():
@@ -364,6 +381,38 @@ def certify_folders(folders: Sequence[str], *, known_order: Sequence[str] | None
 
 
 
+#: What ``simhub tutor-bench certify --output DIR`` runs when it names no folder: each family, its learner
+#: name and its options left at their defaults otherwise (the student: ``--student``).
+CERTIFY_PLAN = (("knowsim", "knowsim", {"n": 8}), ("kt-learner", "kt-learner", {}),
+                ("sim-student", "student:{student}", {"questions": 6}))
+
+
+def run_certification(args: argparse.Namespace, context: Callable[[], BenchContext], output: str,
+                      student: str) -> list[str]:
+    """The run folders of a certification from nothing: the designed tutors and any ``--tutor`` under
+    each family of :data:`CERTIFY_PLAN`, in ``OUTPUT/runs/FAMILY`` (a rerun resumes them). ``context``
+    gives each run its :class:`BenchContext`; a run that fails stops here with its exit status named."""
+    from simhub.errors import ConfigError
+    from simhub.tutoring.designed import DESIGNED
+
+    folders = []
+    for name, learner_text, options in CERTIFY_PLAN:
+        folder = str(Path(output) / "runs" / name)
+        fam = family(name)
+        tutors = list(dict.fromkeys([*DESIGNED, *(args.tutor or [])]))
+        chosen = {k: v for k, v in options.items() if getattr(args, k, None) is None}
+        ns = argparse.Namespace(**{**vars(args), **chosen, "tutor": tutors, "output": folder, "action": [],
+                                   "learner": learner_text.format(student=student)})
+        import sys
+
+        print(f"certify: {name} ({len(tutors)} tutors) -> {folder}", file=sys.stderr)
+        code = fam.run(ns, parse_learner(ns.learner), context())
+        if code:
+            raise ConfigError(f"certify: the {name} run exited with {code}; see {folder}", field="action")
+        folders.append(folder)
+    return folders
+
+
 def bench_sections(folders: Sequence[str]) -> tuple[list[tuple[str, str, str]], list[str], str | None]:
     """The report sections of the tutor-bench folders among ``folders`` (one per family, in registry
     order), the folders that are not tutor-bench folders, and a title when only one family is there."""
@@ -382,7 +431,7 @@ def bench_sections(folders: Sequence[str]) -> tuple[list[tuple[str, str, str]], 
             others.append(folder)
     sections = [f.report_section(by_family[f.name]) for f in fams if f.name in by_family]
     sections += [certification_section(folder) for folder in certifications]
-    title = "Certified tutor ranking" if certifications and not others and not by_family else None
+    title = "Tutor ranking certification" if certifications and not others and not by_family else None
     if not others and not certifications and len(by_family) == 1:
         (only,) = [f for f in fams if f.name in by_family]
         title = only.report_title(by_family[only.name])

@@ -8,7 +8,8 @@ write turns, ``tools`` tutors act on an environment). A family says which capabi
 * a scripted tutor of the family (``scripted:stepwise``, ``scripted:weakest``...);
 * a ``text`` bench: any ``tutors:`` entry of the profile, as a :class:`ProfileTutor` (it sees the
   dialogue only);
-* a ``tools`` bench: a ``tutors:`` entry with ``kind: openai``, as a :class:`ToolTutor`: the chat
+* a ``tools`` bench: a ``tutors:`` entry of another kind (a local model) as a :class:`MessageTutor`
+  (it can only talk); one with ``kind: openai`` as a :class:`ToolTutor`: the chat
   model is given the environment's tools as OpenAI tools and acts through them, as an
   :class:`~simhub.models.endpoint_lm.EndpointLM` over simhub's shared endpoint client
   (:func:`simhub.models.endpoints.endpoint_lm`): its key rules, retries, on-disk answer cache and
@@ -17,6 +18,7 @@ write turns, ``tools`` tutors act on an environment). A family says which capabi
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 from collections.abc import Mapping, Sequence
@@ -30,7 +32,16 @@ from simhub.simulation.tutor import Tutor, TutorRequest, TutorTurn, build_tutor,
 if TYPE_CHECKING:
     from simhub.models.endpoint_lm import EndpointLM
 
-__all__ = ["ProfileTutor", "ToolTutor", "bench_tutor_names", "build_bench_tutor"]
+__all__ = ["BenchRequest", "MessageTutor", "ProfileTutor", "ToolTutor", "bench_tutor_names", "build_bench_tutor"]
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchRequest(TutorRequest):
+    """The conversation so far, with the item's IU graph and the learner's state when the bench has them
+    (read by scripted and designed tutors; a profile tutor sees the dialogue only)."""
+
+    graph: Any = None
+    state: Any = None
 
 
 class ProfileTutor(Tutor):
@@ -119,6 +130,46 @@ class ToolTutor(Tutor):
             return {"error": str(exc)}
 
 
+class MessageTutor(Tutor):
+    """A ``text`` tutor of the profile in a ``tools`` bench (the KT learner's LMS), where it can only talk.
+
+    Each turn it is given the day's chat as a dialogue (its own messages as the tutor's turns, the
+    learner's as the student's) over a question naming the unit's KCs and any open help request, and
+    its turn is sent to the learner (``send_message``, which addresses a KC the text names); an empty
+    turn stays silent. It pushes no content and assigns no practice: a chat model without tools is
+    ranked for what its words alone do. A failed call fails the day (``env.failure``), as a tool
+    tutor's does."""
+
+    capabilities = frozenset({"tools"})
+
+    def __init__(self, tutor: Tutor, *, max_tokens: int = 200):
+        self.tutor, self.id, self.max_tokens = tutor, tutor.id, max_tokens
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.tutor.describe(), "fingerprint": self.tutor.fingerprint(), "acts_by": "messages",
+                "max_tokens": self.max_tokens}
+
+    @staticmethod
+    def dialogue(env: Any, day: int) -> Any:
+        from simhub.schema import Dialogue, Question, Turn
+
+        chat = env.call("get_messages")
+        asks = [f"{h['kc']} ({h['text']})" for h in chat["open_help_requests"]]
+        text = (f"Day {day}. The unit's skills: {', '.join(env.unit)}."
+                + (f" The learner asked for help with: {'; '.join(asks)}." if asks else ""))
+        turns = [Turn(role="tutor" if m["role"] == "tutor" else "student", content=m["text"]) for m in chat["messages"]
+                 if m["text"].strip()]
+        return Dialogue(id=f"{env.plan.run}-day{day}", question=Question(text=text), turns=turns)
+
+    def act(self, env: Any, day: int, turn: int) -> None:
+        sampling = Sampling(temperature=0.0, max_tokens=self.max_tokens, seed=day * 100 + turn)
+        (answer,) = self.tutor.respond([TutorRequest(self.dialogue(env, day))], sampling)
+        if answer.error is not None:
+            raise env.failure(f"tutor: {answer.error}")
+        if answer.text.strip():
+            env.call("send_message", {"text": answer.text.strip()[:4000]})
+
+
 def _scripted(target: str | type[Tutor]) -> type[Tutor]:
     if not isinstance(target, str):
         return target
@@ -130,8 +181,7 @@ def bench_tutor_names(scripted: Mapping[str, Any], capability: str, profile: Pro
     """The tutor names a bench takes: its scripted ones, then the profile's tutors that can serve it."""
     names = list(scripted)
     if profile is not None:
-        names += (tutor_names(profile) if capability == "text"
-                  else [n for n, c in profile.tutors.items() if c.kind == "openai"])
+        names += tutor_names(profile)
     return names
 
 
@@ -148,9 +198,8 @@ def build_bench_tutor(name: str, profile: Profile | None, *, scripted: Mapping[s
     if capability == "text":
         return ProfileTutor(build_tutor(name, profile, options or LoadOptions(), mode="free"))
     config = profile.tutors[name]
-    if config.kind != "openai":
-        raise ConfigError(f"--tutor {name}: this bench's tutors act through tool calls, so a profile tutor must be "
-                          f"an OpenAI-compatible endpoint (kind: openai), not kind: {config.kind}", field="tutor")
+    if config.kind != "openai":  # a local chat model: it talks to the learner and does nothing else
+        return MessageTutor(build_tutor(name, profile, options or LoadOptions(), mode="free"))
     import msgspec
 
     from simhub.config import cache_dir

@@ -115,3 +115,42 @@ def test_the_figures_data_follow_the_traces(bench):
         first = [t.turns[0].record for t in run.traces if t.tutor == tutor and t.failed is None]
         assert load[0] == pytest.approx(sum(r.effective_load for r in first) / len(first))
         assert cap[0] == pytest.approx(sum(r.threshold for r in first) / len(first))
+
+
+def test_the_certification_section_renders_its_rankings_figure_and_known_groups(tmp_path_factory, browser):
+    """A certification of the designed tutors under the two built-in families: the verdict, one row per
+    tutor, the rank-interval figure drawn with a non-zero size (one marker series per family), and the
+    known groups of each family."""
+    from simhub.tutoring.designed import DESIGNED
+
+    root = tmp_path_factory.mktemp("cert")
+    tutors = [a for t in DESIGNED for a in ("--tutor", t)]
+    assert main(["tutor-bench", *tutors, "--n", "3", "--extractor", "offline:lexical", "--no-cache",
+                 "--bootstrap", "100", "--output", str(root / "ks")]) == 0
+    assert main(["tutor-bench", "--learner", "kt-learner", *tutors, "--scenarios", "help-seeker", "--days", "8",
+                 "--no-cache", "--bootstrap", "100", "--output", str(root / "kt")]) == 0
+    assert main(["tutor-bench", "certify", str(root / "ks"), str(root / "kt"), "--bootstrap", "200",
+                 "--output", str(root / "cert")]) == 0
+    doc = json.loads((root / "cert" / "results.json").read_text())
+    page_file = root / "cert.html"
+    assert main(["report", str(root / "cert"), "--output", str(page_file)]) == 0
+    context, page, errors, blocked = _open(browser, page_file)
+    try:
+        verdict = page.locator("p.verdict").inner_text()
+        assert verdict.startswith("Certified" if doc["verdict"]["certified"] else "Not certified")
+        assert page.locator("table.certification tr").count() == 1 + len(DESIGNED)
+        svg = page.locator("figure#certification-ranks svg")
+        svg.scroll_into_view_if_needed()
+        box = svg.bounding_box()
+        assert box and box["width"] > 200 and box["height"] > 100
+        labels = page.evaluate("() => [...document.querySelectorAll('#certification-ranks svg text')]"
+                               ".map(t => t.textContent)")
+        assert {"knowsim", "kt-learner", *DESIGNED} <= set(labels)
+        groups = page.locator("text=Known groups").locator("xpath=following-sibling::ul[1]/li")
+        assert groups.count() == 2 and "designed:silent < designed:partial" in groups.nth(0).inner_text()
+        realism = page.locator("table.certification-realism tr")
+        assert realism.count() == 1 + len(doc["realism"]) == 3
+        assert "real vs real" in realism.nth(1).inner_text()
+    finally:
+        context.close()
+    assert errors == [] and blocked == []

@@ -119,7 +119,7 @@ def test_certify_writes_a_certification_with_the_verdict_and_the_run_to_run_floo
     # simhub report renders it: the verdict, the rankings side by side, the known groups
     assert main(["report", str(out), "--output", str(tmp_path / "report.html")]) == 0
     page = (tmp_path / "report.html").read_text()
-    assert "Certified tutor ranking" in page and "<strong>Certified</strong>" in page
+    assert "Tutor ranking certification" in page and "<strong>Certified</strong>" in page
     assert "alpha (gain): mean, rank [95% interval]" in page and "silent &lt; dump" in page
 
 
@@ -146,3 +146,49 @@ def test_certify_refuses_what_it_cannot_compare(two_families, tmp_path, capsys):
     assert "is not a tutor-bench run folder" in capsys.readouterr().err
     assert main(["tutor-bench", "certify", one, other]) == 2
     assert "--output: certify writes DIR/results.json" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------- the designed tutors, every family
+
+
+def test_certify_from_nothing_runs_the_designed_tutors_under_every_family_and_checks_their_order(tmp_path, capsys):
+    """``certify --output DIR`` with no folder: the three default families run the designed tutors into
+    DIR/runs/FAMILY (small here), and the known-groups check takes the designed chain by default."""
+    from simhub.tutoring.designed import DESIGNED, KNOWN_ORDER
+
+    out = tmp_path / "cert"
+    argv = ["tutor-bench", "certify", "--profile", "demo", "--student", "tiny-student-base", "--output", str(out),
+            "--n", "2", "--extractor", "offline:lexical", "--scenarios", "help-seeker__after-school,"
+            "confused-productive__after-school", "--days", "8", "--questions", "2", "--probes", "1",
+            "--turns", "2", "--bootstrap", "200"]
+    assert main(argv) == 0
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["families"] == ["knowsim", "kt-learner", "sim-student"]
+    assert sorted(doc["tutors"]) == sorted(DESIGNED)
+    assert doc["folders"] == {f: [str(out / "runs" / f)] for f in doc["families"]}
+    assert doc["known_groups"]["order"] == list(KNOWN_ORDER)
+    assert set(doc["known_groups"]["families"]) == set(doc["families"])
+    first = capsys.readouterr().out
+    assert "tutor ranking under 3 learner families" in first
+    # every learner's realism certificate: its dialogues against real ones on the same questions, beside
+    # real against real (two halves of the corpus's dialogues on those questions)
+    for fam in doc["families"]:
+        cert = doc["realism"][fam]
+        assert cert["dialogues"] > 0 and cert["real"] >= 4 and set(cert["metrics"]) == set(cert["reference"]) == {
+            "detect_auroc", "acts_jsd", "length_w1", "turns_w1"}
+        assert 0.0 <= cert["metrics"]["detect_auroc"]["value"] <= 1.0
+        assert f"realism of the learner of {fam} (" in first
+    # a rerun resumes every family's folder (nothing asked again) and certifies the same
+    assert main(argv) == 0
+    again = json.loads((out / "results.json").read_text())
+    assert again["means"] == doc["means"] and again["verdict"] == doc["verdict"]
+    assert "model calls: {'student': 0, 'tutor': 0}" in capsys.readouterr().out
+
+
+def test_an_explicit_known_order_replaces_the_designed_chain(two_families, tmp_path):
+    runs = [_folder(tmp_path, AlphaFamily, GOOD, 1), _folder(tmp_path, BetaFamily, GOOD, 2)]
+    from simhub.tutoring.family import certify_folders
+
+    assert certify_folders(runs, n_resamples=100)["known_groups"]["order"] == []  # no designed tutors: none
+    assert certify_folders(runs, known_order=["silent", "stepwise"], n_resamples=100)["known_groups"]["order"] == [
+        "silent", "stepwise"]

@@ -71,7 +71,7 @@ def test_the_tutor_bench_kit_stays_small_and_its_command_thin():
     kit = [p.name for p in (ROOT / "simhub" / "tutoring").glob("*.py")]
     assert len(kit) <= 8, kit
     assert {p.name for p in (ROOT / "simhub" / "tutoring").iterdir() if p.is_dir() and p.name != "__pycache__"} == {
-        "knowsim", "lms"}
+        "knowsim", "lms", "probe"}
     assert len((ROOT / "simhub" / "cli" / "tutoring.py").read_text(encoding="utf-8").splitlines()) < 200
 
 

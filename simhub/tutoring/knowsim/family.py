@@ -192,6 +192,28 @@ class KnowSimFamily(LearnerFamily):
         return FamilyOutcomes(self.name, "kg", [(t.tutor, t.item, None if t.failed or t.metrics is None
                                                  else float(t.metrics.kg)) for t in traces])
 
+    def learner_dialogues(self, folder: str) -> list[Any]:
+        """Each finished conversation, the learner's messages as student turns, on its item's question as
+        the sample corpus has it (an item not in the sample bank keeps its graph's question text)."""
+        from simhub.learners.kt.items import sample_item_bank
+        from simhub.schema import Dialogue, Question, Turn
+        from simhub.tutoring.knowsim.trace import read_trace
+        from simhub.tutoring.runner import TRACES
+
+        bank = sample_item_bank().items
+        out = []
+        for f in sorted((Path(folder) / TRACES).glob("*.json")):
+            t = read_trace(f)
+            if t.failed or not t.turns:
+                continue
+            item = bank.get(t.item)
+            turns = [Turn(role=role, content=text) for turn in t.turns
+                     for role, text in (("student", turn.learner), ("tutor", turn.tutor)) if text.strip()]
+            out.append(Dialogue(id=f.stem, question=Question(text=(item.source_text or item.text()) if item
+                                                             else t.question), turns=turns,
+                                meta={"tutor": t.tutor, "item": t.item, "level": t.level}))
+        return out
+
     def rankings(self, folder: str) -> dict[str, dict[str, float | None]]:
         from simhub.tutoring.knowsim.results import read_results
 

@@ -16,26 +16,20 @@ offline references for the demo and tests, not tutors to rank:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from simhub.learners.graph import ValidatedGraph
 from simhub.learners.state import KNOWS_WELL, KnowledgeState
 from simhub.models import Sampling
-from simhub.simulation.tutor import Tutor, TutorRequest, TutorTurn
+from simhub.simulation.tutor import Tutor, TutorTurn
+from simhub.tutoring.designed import DESIGNED
+from simhub.tutoring.tutors import BenchRequest
 
-#: The scripted tutors, by name (the kit builds them: :func:`simhub.tutoring.tutors.build_bench_tutor`).
+#: The scripted tutors, by name (the kit builds them: :func:`simhub.tutoring.tutors.build_bench_tutor`), with
+#: the kit's designed tutors (:mod:`simhub.tutoring.designed`).
 SCRIPTED = {"scripted:stepwise": "simhub.tutoring.knowsim.tutors:StepwiseTutor",
-            "scripted:dump": "simhub.tutoring.knowsim.tutors:DumpTutor"}
-
-
-@dataclasses.dataclass(frozen=True)
-class BenchRequest(TutorRequest):
-    """The conversation so far, with the item's graph and the learner's state (read by scripted oracles)."""
-
-    graph: ValidatedGraph | None = None
-    state: KnowledgeState | None = None
+            "scripted:dump": "simhub.tutoring.knowsim.tutors:DumpTutor", **DESIGNED}
 
 
 def _lower_first(text: str) -> str:

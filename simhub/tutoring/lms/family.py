@@ -28,7 +28,8 @@ class KTLearnerFamily(LearnerFamily):
     docs = "docs/kt-learner.md"
     capability = "tools"
     scripted = SCRIPTED
-    tutors_help = "scripted:weakest, scripted:silent, or a profile tutor with kind: openai"
+    tutors_help = ("scripted:weakest, scripted:silent, the designed tutors, or a profile tutor (kind: openai acts through "
+                   "tool calls; a local model talks only)")
 
     def add_arguments(self, g: argparse._ArgumentGroup) -> None:
         g.add_argument("--scenarios", help="core (10 personalities x 5 schedules, the default), all (with the "
@@ -79,7 +80,15 @@ class KTLearnerFamily(LearnerFamily):
         settings = LearnerSettings()
         ctx.check_output(args.output)
         raw = ctx.profile
-        tutors = [self.build_tutor(t, raw, no_cache=args.no_cache) for t in dict.fromkeys(args.tutor)]
+        local = [t for t in dict.fromkeys(args.tutor) if t not in self.scripted and t in raw.tutors
+                 and raw.tutors[t].kind != "openai"]  # a local chat model that talks only: built first
+        built = ctx.provision(tutors=local, loaded=raw) if local else raw
+        options = None
+        if local:
+            from simhub.simulation import load_options
+
+            options = load_options(built)
+        tutors = [self.build_tutor(t, built, options=options, no_cache=args.no_cache) for t in dict.fromkeys(args.tutor)]
         if args.role_player and args.role_player not in model_names(raw):
             from simhub.errors import UnknownNameError
 
@@ -150,6 +159,17 @@ class KTLearnerFamily(LearnerFamily):
         return [DayJudge(chat_model(n, profile, load_options(profile), field="judge"), n) for n in names]
 
     # -------------------------------------------------------------------------------------- rescore
+
+    def learner_dialogues(self, folder: str) -> list[Any]:
+        """The learner's chats the run wrote (``learner_dialogues.jsonl``: one per run and day with a learner
+        message, on the day's probe question as the sample corpus has it)."""
+        from simhub.errors import DataError
+        from simhub.schema import read_jsonl
+
+        path = Path(folder) / "learner_dialogues.jsonl"
+        if not path.is_file():
+            raise DataError(f"{folder}: no learner_dialogues.jsonl (run the bench again to write it)", file=str(path))
+        return list(read_jsonl(path))
 
     def rescore(self, args: argparse.Namespace, ctx: BenchContext) -> int:
         from simhub.errors import DataError

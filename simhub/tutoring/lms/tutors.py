@@ -16,10 +16,11 @@ from typing import Any
 
 from simhub.learners.kt.lms import LMSRun
 from simhub.simulation.tutor import Tutor
+from simhub.tutoring.designed import DESIGNED
 
 #: The scripted tutors, by name (the kit builds them: :func:`simhub.tutoring.tutors.build_bench_tutor`).
 SCRIPTED = {"scripted:weakest": "simhub.tutoring.lms.tutors:WeakestTutor",
-            "scripted:silent": "simhub.tutoring.lms.tutors:SilentTutor"}
+            "scripted:silent": "simhub.tutoring.lms.tutors:SilentTutor", **DESIGNED}
 
 
 class SilentTutor(Tutor):
