@@ -76,19 +76,15 @@ def realism_certificates(args: argparse.Namespace, folder_of: dict[str, str]) ->
 
     corpus = load_sample_corpus()
     real_all = [d for split in ("train", "val", "test") for d in corpus[split]]
-    raw = load_profile(args.profile)
-    profile = profile_for(args, simulators=[], tutors=[], loaded=raw)
-    options = DialogueEvalOptions(n_resamples=max(100, min(args.bootstrap, 1000)), seed=args.seed,
-                                  cache_dir=args.cache_dir, no_cache=args.no_cache, progress=False)
-    references: dict[frozenset[str], dict[str, Any]] = {}
+    questions = {_key(d.question.text) for d in real_all}
     out: dict[str, Any] = {}
-    for name, folder in folder_of.items():
+    todo: dict[str, tuple[list[Any], list[Any], int]] = {}
+    for name, folder in folder_of.items():  # every family's dialogues first: no model is built for none
         try:
             sim = family(name).learner_dialogues(folder)
         except SimhubError as exc:
             out[name] = {"reason": str(exc)}
             continue
-        questions = {_key(d.question.text) for d in real_all}
         kept = [d for d in sim if _key(d.question.text) in questions and any(t.role == "student" for t in d.turns)]
         asked = {_key(d.question.text) for d in kept}
         real = [d for d in real_all if _key(d.question.text) in asked]
@@ -96,15 +92,22 @@ def realism_certificates(args: argparse.Namespace, folder_of: dict[str, str]) ->
             out[name] = {"reason": f"{len(kept)} of {len(sim)} learner dialogues are on a question of the sample corpus "
                                    f"({len(real)} real dialogues on them); a certificate needs some and 4 real ones"}
             continue
+        todo[name] = (kept, real, len(sim))
+    if not todo:
+        return out
+    profile = profile_for(args, simulators=[], tutors=[], loaded=load_profile(args.profile))
+    options = DialogueEvalOptions(n_resamples=max(100, min(args.bootstrap, 1000)), seed=args.seed,
+                                  cache_dir=args.cache_dir, no_cache=args.no_cache, progress=False)
+    references: dict[frozenset[str], dict[str, Any]] = {}
+    for name, (kept, real, total) in todo.items():
         print(f"certify: realism of the learner of {name} ({len(kept)} dialogues, {len(real)} real)", file=sys.stderr)
         scored = eval_dialogues(profile, real, kept, options)
-        key = frozenset(asked)
-        if key not in references:
+        asked = frozenset(_key(d.question.text) for d in kept)
+        if asked not in references:
             half_a, half_b = _halves(real)
-            references[key] = eval_dialogues(profile, half_a, half_b, options) if len(half_a) >= 2 and half_b else {}
-        ref = references[key]
-        out[name] = {"dialogues": len(kept), "left_out": len(sim) - len(kept), "real": len(real),
-                     "questions": len(asked),
+            references[asked] = eval_dialogues(profile, half_a, half_b, options) if len(half_a) >= 2 and half_b else {}
+        ref = references[asked]
+        out[name] = {"dialogues": len(kept), "left_out": total - len(kept), "real": len(real), "questions": len(asked),
                      "metrics": {m: _stat(scored, m) for m in CERTIFICATE_METRICS},
                      "reference": {m: _stat(ref, m) for m in CERTIFICATE_METRICS} if ref else None}
     return out

@@ -319,10 +319,11 @@ def ranking_stability(folders: Sequence[str]) -> Stability:
 
 def certify_folders(folders: Sequence[str], *, known_order: Sequence[str] | None = None, n_resamples: int = 2000,
                     seed: int = 0) -> dict[str, Any]:
-    """``simhub tutor-bench certify RUN_DIR...``: the folders grouped by learner family; each family's
-    first folder enters :func:`certify`, and a family with more folders (other seeds, other
-    role-players) gives the run-to-run floor: the mean pairwise Kendall τ of its tutor means, against
-    which the cross-family agreement is read (:mod:`simhub.tutoring.certify` has the statistics).
+    """``simhub tutor-bench certify RUN_DIR...``: the folders grouped by learner family; every folder of
+    a family enters :func:`certify` (its episodes pooled, each item's or scenario's episodes of every
+    folder resampled together), and a family with more folders (other seeds, other role-players) also
+    gives the run-to-run floor: the mean pairwise Kendall τ of its folders' tutor means, against which
+    the cross-family agreement is read (:mod:`simhub.tutoring.certify` has the statistics).
     Returns the ``results.json`` document."""
     from datetime import UTC, datetime
 
@@ -345,7 +346,19 @@ def certify_folders(folders: Sequence[str], *, known_order: Sequence[str] | None
             raise ConfigError(f"certify: {folder} is not a tutor-bench run folder (no results.json of a learner "
                               "family)", field="action")
         by_family.setdefault(fam.name, []).append((str(folder), fam.outcomes(folder)))
-    first = [runs[0][1] for runs in by_family.values()]
+    for name, runs in by_family.items():  # a family's folders (its run-to-run floor) are on the same units
+        units = [({c for _, c, _ in o.episodes}, f) for f, o in runs]
+        for theirs, folder in units[1:]:
+            if theirs != units[0][0]:
+                only_first, only_other = sorted(units[0][0] - theirs), sorted(theirs - units[0][0])
+                raise ConfigError(f"certify: {folder} and {units[0][1]} ({name}) are on different items or scenarios "
+                                  f"(only the first: {', '.join(only_first[:5]) or 'none'}; only {folder}: "
+                                  f"{', '.join(only_other[:5]) or 'none'}); a run-to-run floor compares the same ones",
+                                  field="action")
+    # every folder of a family enters its ranking: each item's (scenario's) episodes of every seed are
+    # resampled together, so the rank intervals cover seeds as well as items
+    first = [FamilyOutcomes(runs[0][1].family, runs[0][1].outcome, [e for _, o in runs for e in o.episodes],
+                            runs[0][1].higher_is_better) for runs in by_family.values()]
     if known_order is None:  # the designed tutors' chain, when every family ran all of it
         from simhub.tutoring.designed import KNOWN_ORDER
 

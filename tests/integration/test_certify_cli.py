@@ -142,6 +142,11 @@ def test_certify_refuses_what_it_cannot_compare(two_families, tmp_path, capsys):
     other = _folder(tmp_path, BetaFamily, {**GOOD, "tiny-tutor": 0.3}, 3)
     assert main(["tutor-bench", "certify", one, other, "--output", str(tmp_path / "c2")]) == 2
     assert "only alpha: none; only beta: tiny-tutor" in capsys.readouterr().err
+    fewer = _folder(tmp_path, AlphaFamily, GOOD, 4)
+    episodes = json.loads((Path(fewer) / "episodes.json").read_text())
+    (Path(fewer) / "episodes.json").write_text(json.dumps([e for e in episodes if e[1] != "item-9"]))
+    assert main(["tutor-bench", "certify", one, fewer, other, "--output", str(tmp_path / "c4")]) == 2
+    assert "(alpha) are on different items or scenarios (only the first: item-9; only" in capsys.readouterr().err
     assert main(["tutor-bench", "certify", one, str(tmp_path), "--output", str(tmp_path / "c3")]) == 2
     assert "is not a tutor-bench run folder" in capsys.readouterr().err
     assert main(["tutor-bench", "certify", one, other]) == 2
@@ -192,3 +197,18 @@ def test_an_explicit_known_order_replaces_the_designed_chain(two_families, tmp_p
     assert certify_folders(runs, n_resamples=100)["known_groups"]["order"] == []  # no designed tutors: none
     assert certify_folders(runs, known_order=["silent", "stepwise"], n_resamples=100)["known_groups"]["order"] == [
         "silent", "stepwise"]
+
+
+def test_a_familys_folders_are_pooled_into_its_ranking(two_families, tmp_path):
+    """Two folders (seeds) of a family: its means are over both folders' episodes, every item's episodes
+    of both resampled together; the floor still compares the two."""
+    from simhub.tutoring.family import certify_folders
+
+    a1, a2 = _folder(tmp_path, AlphaFamily, GOOD, 1), _folder(tmp_path, AlphaFamily, GOOD, 2)
+    b = _folder(tmp_path, BetaFamily, GOOD, 3)
+    doc = certify_folders([a1, a2, b], n_resamples=200)
+    episodes = [e for f in (a1, a2) for e in json.loads((Path(f) / "episodes.json").read_text())]
+    for tutor in TUTORS:
+        mine = [v for t, _, v in episodes if t == tutor]
+        assert doc["means"]["alpha"][tutor] == pytest.approx(sum(mine) / len(mine))
+    assert doc["concordance"]["run_to_run_floor"]["alpha"]["folders"] == [a1, a2]
