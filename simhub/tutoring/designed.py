@@ -105,6 +105,8 @@ class DesignedTutor(Tutor):
         self._taught.pop((env.plan.run, day), None)
 
     def act(self, env: Any, day: int, turn: int) -> None:
+        if not self.teaches_at(turn, env.plan.turns):  # no query either: a turn it stays silent reads nothing
+            return
         taught = self._taught.setdefault((env.plan.run, day), [])
         for kc in self.teach(self._order(env), taught, turn):
             self._lesson_on(env, kc)
@@ -112,6 +114,10 @@ class DesignedTutor(Tutor):
 
     def teach(self, order: list[str], taught: list[str], turn: int) -> list[str]:
         raise NotImplementedError
+
+    def teaches_at(self, turn: int, turns: int) -> bool:
+        """Whether it may give a lesson at LMS turn ``turn`` of a day of ``turns``."""
+        return True
 
     @staticmethod
     def _order(env: Any) -> list[str]:
@@ -141,23 +147,24 @@ class SilentDesign(DesignedTutor):
     def say(self, units: list[tuple[str, str]], k: int) -> str:
         return NUDGE
 
+    def teaches_at(self, turn: int, turns: int) -> bool:
+        return False
+
     def teach(self, order: list[str], taught: list[str], turn: int) -> list[str]:
         return []
 
 
 class PartialDesign(DesignedTutor):
     design = "partial"
-    _turns = 1
 
     def say(self, units: list[tuple[str, str]], k: int) -> str:
         return _lesson(units[k], k + 1) if k < _half(len(units)) else NUDGE
 
-    def teach(self, order: list[str], taught: list[str], turn: int) -> list[str]:
-        return [kc for kc in order if kc not in taught][:1] if turn <= _half(self._turns) else []
+    def teaches_at(self, turn: int, turns: int) -> bool:
+        return turn <= _half(turns)
 
-    def act(self, env: Any, day: int, turn: int) -> None:
-        self._turns = env.plan.turns
-        super().act(env, day, turn)
+    def teach(self, order: list[str], taught: list[str], turn: int) -> list[str]:
+        return [kc for kc in order if kc not in taught][:1]
 
 
 def _half(n: int) -> int:

@@ -405,6 +405,8 @@ def run_certification(args: argparse.Namespace, context: Callable[[], BenchConte
     """The run folders of a certification from nothing: the designed tutors and any ``--tutor`` under
     each family of :data:`CERTIFY_PLAN`, in ``OUTPUT/runs/FAMILY`` (a rerun resumes them). ``context``
     gives each run its :class:`BenchContext`; a run that fails stops here with its exit status named."""
+    import sys
+
     from simhub.errors import ConfigError
     from simhub.tutoring.designed import DESIGNED
 
@@ -416,8 +418,6 @@ def run_certification(args: argparse.Namespace, context: Callable[[], BenchConte
         chosen = {k: v for k, v in options.items() if getattr(args, k, None) is None}
         ns = argparse.Namespace(**{**vars(args), **chosen, "tutor": tutors, "output": folder, "action": [],
                                    "learner": learner_text.format(student=student)})
-        import sys
-
         print(f"certify: {name} ({len(tutors)} tutors) -> {folder}", file=sys.stderr)
         code = fam.run(ns, parse_learner(ns.learner), context())
         if code:

@@ -125,11 +125,11 @@ class ProbeTrace(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 def read_probe_trace(path: str | os.PathLike[str]) -> ProbeTrace:
-    """A trace file; a DataError naming it when it is not one."""
-    try:
-        return msgspec.json.decode(Path(path).read_bytes(), type=ProbeTrace)
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise DataError(f"{path}: not a sim-student trace ({exc})", file=str(path)) from exc
+    """A trace file; a DataError naming it (and the field) when it is not one, or of another version."""
+    from simhub.runformat import read_document
+
+    return read_document(path, ProbeTrace, PROBE_TRACE_KIND, (PROBE_TRACE_VERSION,), "trace ",
+                         "not a sim-student trace")
 
 
 def _student_question(item: KTItem) -> Question:
@@ -147,16 +147,11 @@ def _probe_turn(probe: KTItem, when: str) -> Turn:
 
 @dataclasses.dataclass
 class _ProbeConv:
+    """An episode in progress: its unit and the trace it fills."""
+
     episode: Episode
     unit: ProbeItem
-    turns: list[Turn] = dataclasses.field(default_factory=list)
-    pre: list[ProbeGrade] = dataclasses.field(default_factory=list)
-    post: list[ProbeGrade] = dataclasses.field(default_factory=list)
-    failed: str | None = None
-
-    def trace(self) -> ProbeTrace:
-        return ProbeTrace(tutor=self.episode.tutor.id, item=self.unit.id, kc=self.unit.item.kc, turns=list(self.turns),
-                          pre=self.pre, post=self.post, failed=self.failed)
+    trace: ProbeTrace
 
 
 class ProbeBench(EpisodeBench[ProbeTrace]):
@@ -213,17 +208,18 @@ class ProbeBench(EpisodeBench[ProbeTrace]):
 
     def run_batch(self, batch: list[tuple[Episode, ProbeTrace | None]],
                   save: Callable[[Episode, ProbeTrace], None]) -> list[ProbeTrace]:
-        convs = [_ProbeConv(ep, ep.unit) for ep, _ in batch]
+        convs = [_ProbeConv(ep, ep.unit, ProbeTrace(tutor=ep.tutor.id, item=ep.unit.id, kc=ep.unit.item.kc))
+                 for ep, _ in batch]
         self._probe(convs, "pre")
-        self._student(convs)  # the opening
+        self._student([c for c in convs if c.trace.failed is None])  # the opening
         for turn in range(1, self.turns + 1):
             for tutor in self.tutors:
-                mine = [c for c in convs if c.episode.tutor is tutor and c.failed is None]
+                mine = [c for c in convs if c.episode.tutor is tutor and c.trace.failed is None]
                 if mine:
                     self._tutor(tutor, mine, turn)
-            self._student([c for c in convs if c.failed is None])
-        self._probe([c for c in convs if c.failed is None], "post")
-        return [c.trace() for c in convs]
+            self._student([c for c in convs if c.trace.failed is None])
+        self._probe([c for c in convs if c.trace.failed is None], "post")
+        return [c.trace for c in convs]
 
     # the steps
     def _ask(self, dialogues: list[Dialogue]) -> list[tuple[str | None, str | None]]:
@@ -253,25 +249,25 @@ class ProbeBench(EpisodeBench[ProbeTrace]):
                         turns=turns)
 
     def _probe(self, convs: list[_ProbeConv], when: str) -> None:
-        asks = [(c, p, self._dialogue(c, [*(c.turns if when == "post" else []), _probe_turn(p, when)]))
+        asks = [(c, p, self._dialogue(c, [*(c.trace.turns if when == "post" else []), _probe_turn(p, when)]))
                 for c in convs for p in c.unit.probes]
         for (c, p, _), (text, error) in zip(asks, self._ask([d for _, _, d in asks]), strict=True):
             if error is not None:
-                c.failed = c.failed or f"student ({when}-probe): {error}"
+                c.trace.failed = c.trace.failed or f"student ({when}-probe): {error}"
                 continue
-            getattr(c, when).append(ProbeGrade(item=p.id, answer=text or "", correct=grade(p, text)))
+            getattr(c.trace, when).append(ProbeGrade(item=p.id, answer=text or "", correct=grade(p, text)))
 
     def _student(self, convs: list[_ProbeConv]) -> None:
-        for c, (text, error) in zip(convs, self._ask([self._dialogue(c, c.turns) for c in convs]), strict=True):
+        for c, (text, error) in zip(convs, self._ask([self._dialogue(c, c.trace.turns) for c in convs]), strict=True):
             if error is not None:
-                c.failed = f"student: {error}"
+                c.trace.failed = f"student: {error}"
             else:
-                c.turns.append(Turn(role="student", content=text or ""))
+                c.trace.turns.append(Turn(role="student", content=text or ""))
 
     def _tutor(self, tutor: Tutor, convs: list[_ProbeConv], turn: int) -> None:
         sampling = Sampling(temperature=0.0, max_tokens=TUTOR_TOKENS, seed=self.seed * 1000 + turn)
         requests = [BenchRequest(Dialogue(id=f"probe-{c.unit.id}", question=_tutor_question(c.unit.item),
-                                          kcs=[c.unit.item.kc], turns=list(c.turns)), graph=c.unit.graph)
+                                          kcs=[c.unit.item.kc], turns=list(c.trace.turns)), graph=c.unit.graph)
                     for c in convs]
         me = tutor.describe()
         keys = [fingerprint(["probe-tutor", me, r.dialogue.question.text, [(t.role, t.content) for t in r.dialogue.turns],
@@ -289,9 +285,9 @@ class ProbeBench(EpisodeBench[ProbeTrace]):
         self.calls["tutor"] += asked
         for c, a in zip(convs, answers, strict=True):
             if a.error is not None:
-                c.failed = f"tutor: {a.error}"
+                c.trace.failed = f"tutor: {a.error}"
             else:
-                c.turns.append(Turn(role="tutor", content=a.text.strip()))
+                c.trace.turns.append(Turn(role="tutor", content=a.text.strip()))
 
 
 def probe_dialogues(traces: Sequence[ProbeTrace], items: Sequence[ProbeItem]) -> list[Dialogue]:
